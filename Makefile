@@ -1,0 +1,35 @@
+# ctgraph: shortcuts. `make run` and `make test` work on a fresh machine with Python 3.11+.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test test-fast lint golden clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,plot]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)           ## build the seed example (160x192x4096, 16x16x8 tiles, 32 WGs), run it, write dumps to out/
+	$(PY) examples/seed_example.py --out out
+
+test: $(STAMP)          ## lint + every test that needs no GPU (GPU tests skip with a reason)
+	$(PY) -m ruff check ctgraph lowering tests examples
+	$(PY) -m pytest -n 2 -q tests
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -n 2 -q -m "not slow" tests
+
+lint: $(STAMP)
+	$(PY) -m ruff check ctgraph lowering tests examples
+	$(PY) -m mypy
+
+golden: $(STAMP)        ## regenerate the golden files under tests/golden/ (review the diff!)
+	$(PY) -m tests.golden.regenerate
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache .mypy_cache

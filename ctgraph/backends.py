@@ -1,0 +1,50 @@
+"""The backend registry: ``ctgraph.compile`` reaches a backend by target name, importing it on first use.
+
+A backend module exposes ``build(kernel) -> program``, where a program has ``.source`` and is called
+as ``program(A, B, C, alpha, beta)``. Importing ctgraph never imports a backend, so it needs neither
+llvmlite nor pycuda nor a GPU until a kernel is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from types import ModuleType
+
+__all__ = ["BACKENDS", "TARGETS", "backend", "cuda_available", "resolve_target"]
+
+BACKENDS = {"cpu": "lowering.cpu", "cuda": "lowering.cuda"}
+TARGETS = (*BACKENDS, "auto")
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """True when pycuda imports and a CUDA device answers."""
+    if importlib.util.find_spec("pycuda") is None:
+        return False
+    try:
+        import pycuda.driver as drv
+
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:  # no driver, no device: the CPU backend is the answer
+        return False
+
+
+def resolve_target(target: object) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; valid targets: {', '.join(map(repr, TARGETS))}")
+    if target == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    return target  # type: ignore[return-value]
+
+
+def backend(target: str) -> ModuleType:
+    """The backend module for ``target`` ("cpu" or "cuda"), imported when first asked for."""
+    try:
+        return importlib.import_module(BACKENDS[target])
+    except ModuleNotFoundError as e:
+        if e.name == BACKENDS[target]:
+            raise NotImplementedError(f"the {target!r} backend is not available yet") from None
+        raise

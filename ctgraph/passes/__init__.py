@@ -1,0 +1,49 @@
+"""Passes: pure functions ``graph -> new graph`` that attach a GEMM's tile coordinates to hardware.
+
+Each transform is a named pipeline of passes (:data:`PIPELINES`); :func:`transform` runs one, and
+with ``CTGRAPH_DUMP=<dir>`` writes the graph after every step as ``<transform>-<i>-<pass>.dot``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import knobs
+from ..graph import CoordinateGraph
+from .common import PassOptions
+from .dataparallel import dataparallel
+from .streamk import flatten_mnk, streamk
+from .streamk2tile import split_sk_dp, streamk2tile, sunder_sk_dp
+
+__all__ = ["PIPELINES", "TRANSFORMS", "PassOptions", "split_sk_dp", "transform"]
+
+Pass = Callable[[CoordinateGraph, PassOptions], CoordinateGraph]
+
+PIPELINES: dict[str, tuple[Pass, ...]] = {
+    "dataparallel": (dataparallel,),
+    "streamk": (flatten_mnk, streamk),
+    "streamk2tile": (flatten_mnk, sunder_sk_dp, streamk2tile),
+}
+TRANSFORMS = tuple(PIPELINES)
+
+
+def check_transform(name: object) -> str:
+    if name not in PIPELINES:
+        raise ValueError(f"unknown transform {name!r}; valid transforms: {', '.join(TRANSFORMS)}")
+    return name  # type: ignore[return-value]
+
+
+def transform(graph: CoordinateGraph, name: str, workgroups: int) -> CoordinateGraph:
+    """Run the pipeline ``name`` on a GEMM precondition graph with ``workgroups`` workgroups."""
+    opts = PassOptions(workgroups)
+    steps = PIPELINES[check_transform(name)]
+    out = knobs.dump_dir()
+    if out is not None:
+        from ..dump import dump
+
+        dump(graph, out / f"{name}-0-input.dot")
+    for i, step in enumerate(steps, 1):
+        graph = step(graph, opts)
+        if out is not None:
+            dump(graph, out / f"{name}-{i}-{step.__name__}.dot")
+    return graph

@@ -1,0 +1,87 @@
+"""Pieces the GEMM passes share: finding the dangling tile coordinates, flattening them, and
+distributing a linear iteration space over workgroups as two loops."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import sympy
+
+from ..dimensions import ForLoop, Linear, MacroTileNumber, Workgroup
+from ..edges import Flatten, Split, Tile
+from ..expr import ceildiv
+from ..graph import CoordinateGraph
+
+__all__ = ["PassOptions", "distribute", "flatten_tiles", "gemm_tiles"]
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    """Options every pass receives. ``workgroups`` is the grid size g."""
+
+    workgroups: int
+
+    def __post_init__(self) -> None:
+        w = self.workgroups
+        if isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1:
+            raise ValueError(f"workgroups must be a positive integer, got {w!r}")
+
+
+@dataclass(frozen=True)
+class GemmTiles:
+    """Tags of the precondition graph's dangling coordinates: the m and n tile numbers and the K loop."""
+
+    m: int
+    n: int
+    k: int
+
+
+def gemm_tiles(g: CoordinateGraph) -> GemmTiles:
+    """Find ``MacroTileNumber(A; 0)``, ``MacroTileNumber(B; 1)`` and ``ForLoop(K)``; they must be dangling."""
+    try:
+        tags = GemmTiles(
+            g.find(MacroTileNumber, tensor="A", dim=0),
+            g.find(MacroTileNumber, tensor="B", dim=1),
+            g.find(ForLoop, name="K", section=""),
+        )
+    except ValueError as e:
+        raise ValueError(f"not a GEMM precondition graph (build it with ctgraph.gemm): {e}") from None
+    for t in (tags.m, tags.n, tags.k):
+        if g.edges_out(t):
+            raise ValueError(f"{g.label(t)} is already transformed; a pass takes a precondition graph")
+    return tags
+
+
+def flatten_tiles(g: CoordinateGraph, dims: list[int], name: str, param: str) -> int:
+    """``Flatten(dims; L)``: one row-major linear space over ``dims``; returns L.
+
+    A ``ForLoop(K)`` among ``dims`` becomes ``Linear(K tiles)``: once flattened it is a coordinate of
+    the tile space, not a loop of the kernel.
+    """
+    for t in dims:
+        d = g.dimension(t)
+        if isinstance(d, ForLoop):
+            g.replace_dimension(t, Linear(d.size, name="K tiles", param=d.param))
+    size = sympy.Mul(*[g.size(t) for t in dims])
+    flat = g.add_dimension(Linear(size, name=name, param=param))
+    g.add_edge(Flatten(), inputs=dims, outputs=[flat])
+    return flat
+
+
+def distribute(g: CoordinateGraph, space: int, workgroups: int, section: str = "", param: str = "tilesPerWG") -> None:
+    """Give each workgroup a contiguous range of ``space``, walked by two loops (seed 004)::
+
+        Tile(space; Workgroup, Linear(per WG))       space = wg*perWG + local
+        Split(Linear(per WG); ForLoop(Tile), ForLoop(K)) strides (1, 1):  local = forTile + forK
+
+    ``perWG = ceil(|space| / g)``. The outer loop ``forTile`` advances by however many iterations the
+    inner ``forK`` loop ran; the kernel stops both where ``space`` or the range ends.
+    """
+    per_wg = ceildiv(g.size(space), workgroups)
+    wg = g.add_dimension(Workgroup(workgroups, section=section, param="numWGs"))
+    local = g.add_dimension(Linear(per_wg, name=f"{section + ' ' if section else ''}tiles of this WG", param=param))
+    g.add_edge(Tile(), inputs=[space], outputs=[wg, local])
+    for_tile = g.add_dimension(ForLoop(per_wg, name="Tile", section=section, param=param))
+    for_k = g.add_dimension(ForLoop(per_wg, name="K", section=section, param=param))
+    g.add_edge(Split(strides=(1, 1)), inputs=[local], outputs=[for_tile, for_k])

@@ -1,0 +1,57 @@
+"""Two-tile Stream-K + data-parallel (seed 004): a Stream-K section, then whole tiles.
+
+    Sunder(L; SK, DP, selector)    L = sk            (selector 0)
+                                   L = N_SK + dp     (selector 1)
+    each part: Tile(part; Workgroup, Local), Split(Local; ForLoop(Tile), ForLoop(K)) as in Stream-K
+
+With T output tiles, Kt k-iterations per tile and g workgroups::
+
+    N_DP = (T // g - 1) * g * Kt      (a multiple of g*Kt: whole tiles, no fixup)
+    N_SK = T*Kt - N_DP = Kt * (T % g + g)
+
+so each workgroup streams between one and two tiles' worth of SK iterations. When ``T % g == 0`` all
+work is data-parallel (``N_SK = 0``); when ``T < g``, ``N_DP`` would be negative and is clamped to 0
+(all Stream-K). SK iterations come first (selector 0), so the fixup waits overlap the DP section.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from ..dimensions import Linear
+from ..edges import Sunder
+from ..expr import FloorDiv, Mod
+from ..graph import CoordinateGraph
+from .common import PassOptions, distribute
+from .streamk import _global_tiles
+
+__all__ = ["split_sk_dp", "sunder_sk_dp", "streamk2tile"]
+
+
+def split_sk_dp(tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int) -> tuple[sympy.Expr, sympy.Expr]:
+    """``(N_SK, N_DP)`` in k-iterations for ``tiles`` output tiles of ``k_iters`` iterations each."""
+    T, Kt, g = sympy.sympify(tiles), sympy.sympify(k_iters), sympy.sympify(workgroups)
+    n_dp = sympy.Piecewise((T * Kt, sympy.Eq(Mod(T, g), 0)), (sympy.Max(0, (FloorDiv(T, g) - 1) * g * Kt), True))
+    return T * Kt - n_dp, n_dp
+
+
+def sunder_sk_dp(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
+    """``Sunder(global tiles; SK tiles, DP tiles, selector)`` sized by :func:`split_sk_dp`."""
+    g = g.copy()
+    space = _global_tiles(g)
+    m, n, k = (g.size(t) for t in g.inputs(g.edges_in(space)[0]))
+    n_sk, n_dp = split_sk_dp(m * n, k, opts.workgroups)
+    sk = g.add_dimension(Linear(n_sk, name="SK tiles", param="numTilesSK"))
+    dp = g.add_dimension(Linear(n_dp, name="DP tiles", param="numTilesDP"))
+    sel = g.add_dimension(Linear(2, name="SK/DP selector"))
+    g.add_edge(Sunder(), inputs=[space], outputs=[sk, dp, sel])
+    return g
+
+
+def streamk2tile(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
+    """Distribute each Sunder partition over the workgroups: SK in even ranges, DP in whole tiles."""
+    g = g.copy()
+    for section in ("SK", "DP"):
+        part = g.find(Linear, name=f"{section} tiles")
+        distribute(g, part, opts.workgroups, section=section, param=f"num{section}TilesPerWG")
+    return g
