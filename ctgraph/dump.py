@@ -14,6 +14,7 @@ from pathlib import Path
 
 import graphviz
 
+from .control import ControlGraph
 from .graph import CoordinateGraph
 
 __all__ = ["DotNotFoundError", "dump", "to_digraph"]
@@ -50,6 +51,21 @@ def _(g: CoordinateGraph) -> graphviz.Digraph:
             dot.node(f"n{t}", _esc(f"{el.label} [{t}]"), shape="box", style="filled", fillcolor="#e8e8e8")
     for u, v, port in sorted(g.nx.edges(data="port")):
         dot.edge(f"n{u}", f"n{v}", label=str(port))
+    return dot
+
+
+EDGE_STYLE = {"Body": "solid", "Sequence": "dashed", "Initialize": "dotted", "Increment": "dotted"}
+
+
+@to_digraph.register
+def _(cg: ControlGraph) -> graphviz.Digraph:
+    dot = graphviz.Digraph("control", graph_attr={"rankdir": "TB"}, node_attr={"fontname": "Helvetica", "shape": "box"})
+    for t in sorted(cg.nx.nodes):
+        node = cg[t]
+        shape = {"ForLoop": "hexagon", "If": "diamond", "Kernel": "doubleoctagon"}.get(type(node).__name__, "box")
+        dot.node(f"c{t}", _esc(f"[{t}] {node.describe()}"), shape=shape)
+    for u, v, kind in sorted(cg.nx.edges(data="kind"), key=lambda e: (e[0], e[1])):
+        dot.edge(f"c{u}", f"c{v}", label=kind.value, style=EDGE_STYLE[kind.value])
     return dot
 
 

@@ -22,6 +22,7 @@ import sympy
 
 from .dimensions import Dimension
 from .edges import Edge
+from .expr import Mod
 
 __all__ = ["CoordinateGraph", "Walk"]
 
@@ -35,6 +36,7 @@ class Walk:
     graph: CoordinateGraph
     values: dict[int, sympy.Expr]
     support: dict[int, frozenset[int]] = field(default_factory=dict)
+    given: frozenset[int] = frozenset()
 
     def __getitem__(self, tag: int) -> sympy.Expr:
         return self.values[tag]
@@ -47,14 +49,20 @@ class Walk:
         return sorted(out)
 
     def in_bounds(self, targets: Iterable[int]) -> list[sympy.Expr]:
-        """Conditions ``v < |X|`` for every dimension the targets depend on that are not already true.
+        """Conditions ``v < |X|`` for every derived dimension the targets depend on, unless already true.
 
-        Values are nonnegative by construction (nonnegative coordinates, nonnegative algebra), so only
-        the upper bound is stated; conditions that sympy can decide to be true are dropped.
+        The given coordinates are the caller's to keep in range. Values are nonnegative by construction
+        (nonnegative coordinates, nonnegative algebra), so only the upper bound is stated; conditions
+        that sympy can decide to be true are dropped.
         """
         conds: list[sympy.Expr] = []
         for t in self.depends(targets):
-            c = sympy.Lt(self.values[t], self.graph.size(t))
+            if t in self.given:
+                continue
+            v, n = self.values[t], self.graph.size(t)
+            if isinstance(v, Mod) and v.args[1] == n:  # x % n < n
+                continue
+            c = sympy.Lt(v, n)
             if c is not sympy.true and c not in conds:
                 conds.append(c)
         return conds
@@ -235,7 +243,7 @@ class CoordinateGraph:
         targets = list(targets)
         for t in targets:
             self.dimension(t)
-        w = Walk(self, {t: sympy.sympify(v) for t, v in values.items()})
+        w = Walk(self, {t: sympy.sympify(v) for t, v in values.items()}, given=frozenset(values))
         w.support = {t: frozenset([t]) for t in w.values}
         busy: set[int] = set()
         failed = [t for t in targets if not self._find(w, t, direction, busy)]

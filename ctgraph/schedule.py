@@ -13,7 +13,7 @@ the first out-of-range iteration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 import numpy as np
@@ -38,6 +38,7 @@ class Section:
     for_tile: int
     for_k: int
     selector: tuple[int, int] | None = None
+    whole_tiles: bool = False  # every workgroup gets whole output tiles: no fixup needed
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,11 @@ def tile_coords(g: CoordinateGraph) -> TileCoords:
 def sections(g: CoordinateGraph) -> list[Section]:
     """The sections of a transformed GEMM graph, in execution order (selector order under a Sunder)."""
     found = []
+    whole = g.attrs.get("whole_tiles", frozenset())
     for wg in g.dimensions(Workgroup):
         name = g.dimension(wg).section
-        found.append(Section(name, wg, g.find(ForLoop, name="Tile", section=name), g.find(ForLoop, name="K", section=name)))
+        loops = g.find(ForLoop, name="Tile", section=name), g.find(ForLoop, name="K", section=name)
+        found.append(Section(name, wg, *loops, whole_tiles=name in whole))
     if not found:
         raise ValueError("the graph has no Workgroup dimension: run a transform (ctgraph.compile) first")
     sunders = g.edges(Sunder)
@@ -75,7 +78,7 @@ def sections(g: CoordinateGraph) -> list[Section]:
     ordered = []
     for value, part in enumerate(parts):
         (sec,) = [s for s in found if s.workgroup in _downstream(g, part)]
-        ordered.append(Section(sec.name, sec.workgroup, sec.for_tile, sec.for_k, (selector, value)))
+        ordered.append(replace(sec, selector=(selector, value)))
     return ordered
 
 

@@ -34,4 +34,5 @@ def dataparallel(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     for_tile = g.add_dimension(ForLoop(per_wg, name="Tile", param="tilesPerWG"))
     for_k = g.add_dimension(ForLoop(per_wg, name="K", param="tilesPerWG"))
     g.add_edge(Split(strides=(1, 1)), inputs=[local], outputs=[for_tile, for_k])
+    g.attrs["whole_tiles"] = frozenset({""})
     return g

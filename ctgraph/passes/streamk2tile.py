@@ -54,4 +54,5 @@ def streamk2tile(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     for section in ("SK", "DP"):
         part = g.find(Linear, name=f"{section} tiles")
         distribute(g, part, opts.workgroups, section=section, param=f"num{section}TilesPerWG")
+    g.attrs["whole_tiles"] = frozenset({"DP"})  # N_DP is a multiple of g*Kt: whole tiles per workgroup
     return g

@@ -1,0 +1,226 @@
+"""The control graph: the kernel as a program of loops and tile operations, read by every backend.
+
+Nodes are frozen records (:class:`Kernel`, :class:`ForLoop`, :class:`If`, :class:`Assign`, the tile
+operations); every index in them is a sympy expression taken from the coordinate graph. Edges say
+how nodes nest and follow each other, as in rocRoller's control graph:
+
+- ``Body``: a node (Kernel, ForLoop, If) contains the child;
+- ``Sequence``: the child runs after the previous one of the same body;
+- ``Initialize`` / ``Increment``: a ForLoop's ``counter = init`` and ``counter = counter + increment``
+  assignments.
+
+Storage is a ``networkx.DiGraph`` with int tags in creation order; :meth:`ControlGraph.body` orders a
+body by its Sequence edges (ties by tag), so walking the graph is deterministic.
+
+Semantics of the tile operations (one workgroup; tiles are fp32 buffers of the macro-tile shape):
+
+- ``LoadTile(X)``: ``X_tile[i, j] = mask ? float(X[address]) : 0`` over the tile's ``rows x cols``;
+- ``Multiply``: ``acc += A_tile @ B_tile`` in fp32, in a fixed order (``i``, then ``kk``, then ``j``);
+- ``StorePartial(slot)`` / ``AccumulatePartial(slot)``: ``workspace[slot] = acc`` / ``acc += workspace[slot]``;
+- ``Signal(flag, value)``: release-store ``value`` into ``flags[flag]``; ``Wait(flag, value)``: acquire-wait
+  until ``flags[flag] == value`` (a backend that runs workgroups one by one treats a wait that is not
+  already satisfied as an error);
+- ``Epilogue``: ``D[address] = cast(alpha*acc + beta*C[address])`` where ``mask`` holds (C is read
+  only when ``beta != 0``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from enum import Enum
+
+import networkx as nx
+import sympy
+
+__all__ = [
+    "AccumulatePartial",
+    "Assign",
+    "ControlGraph",
+    "Edge",
+    "Epilogue",
+    "ForLoop",
+    "If",
+    "Kernel",
+    "LoadTile",
+    "Multiply",
+    "Node",
+    "Signal",
+    "StorePartial",
+    "Wait",
+    "ZeroAccumulator",
+]
+
+
+class Edge(Enum):
+    Body = "Body"
+    Sequence = "Sequence"
+    Initialize = "Initialize"
+    Increment = "Increment"
+
+
+@dataclass(frozen=True)
+class Node:
+    def describe(self) -> str:
+        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Kernel(Node):
+    """The root: one workgroup's program. ``params`` are the size symbols bound at call time."""
+
+    name: str
+    params: tuple[sympy.Symbol, ...]
+    workgroup: sympy.Symbol
+    macro_tile: tuple[int, int, int]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ForLoop(Node):
+    """``for (counter = init; condition; counter += increment)``."""
+
+    counter: sympy.Symbol
+    init: sympy.Expr
+    condition: sympy.Expr
+    increment: sympy.Expr
+
+
+@dataclass(frozen=True)
+class If(Node):
+    condition: sympy.Expr
+
+
+@dataclass(frozen=True)
+class Assign(Node):
+    target: sympy.Symbol
+    value: sympy.Expr
+
+
+@dataclass(frozen=True)
+class ZeroAccumulator(Node):
+    pass
+
+
+@dataclass(frozen=True)
+class LoadTile(Node):
+    """Load macro tile of ``tensor`` ("A" or "B") over ``rows x cols``, indexed by ``(row, col)`` symbols."""
+
+    tensor: str
+    row: sympy.Symbol
+    col: sympy.Symbol
+    shape: tuple[int, int]
+    address: sympy.Expr
+    mask: sympy.Expr
+
+
+@dataclass(frozen=True)
+class Multiply(Node):
+    """``acc += A_tile @ B_tile`` (fp32 multiply-accumulate)."""
+
+
+@dataclass(frozen=True)
+class StorePartial(Node):
+    slot: sympy.Expr
+
+
+@dataclass(frozen=True)
+class AccumulatePartial(Node):
+    slot: sympy.Expr
+
+
+@dataclass(frozen=True)
+class Signal(Node):
+    flag: sympy.Expr
+    value: int = 1
+
+
+@dataclass(frozen=True)
+class Wait(Node):
+    flag: sympy.Expr
+    value: int = 1
+
+
+@dataclass(frozen=True)
+class Epilogue(Node):
+    """``D = alpha*acc + beta*C`` over the output tile, cast to the GEMM's dtype, masked."""
+
+    row: sympy.Symbol
+    col: sympy.Symbol
+    shape: tuple[int, int]
+    address: sympy.Expr
+    mask: sympy.Expr
+
+
+class ControlGraph:
+    """Nodes and Body/Sequence/Initialize/Increment edges; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.nx = nx.DiGraph()
+
+    def add(self, node: Node, parent: int | None = None) -> int:
+        """Add ``node``; with ``parent``, append it to the parent's body (after its last child)."""
+        if not isinstance(node, Node):
+            raise TypeError(f"expected a control Node, got {type(node).__name__}")
+        tag = self.nx.number_of_nodes()
+        self.nx.add_node(tag, node=node)
+        if parent is not None:
+            body = self.body(parent)
+            self.nx.add_edge(parent, tag, kind=Edge.Body)
+            if body:
+                self.nx.add_edge(body[-1], tag, kind=Edge.Sequence)
+        if isinstance(node, ForLoop):
+            init = self.nx.number_of_nodes()
+            self.nx.add_node(init, node=Assign(node.counter, node.init))
+            self.nx.add_edge(tag, init, kind=Edge.Initialize)
+            inc = self.nx.number_of_nodes()
+            self.nx.add_node(inc, node=Assign(node.counter, node.counter + node.increment))
+            self.nx.add_edge(tag, inc, kind=Edge.Increment)
+        return tag
+
+    def __getitem__(self, tag: int) -> Node:
+        return self.nx.nodes[tag]["node"]
+
+    def __len__(self) -> int:
+        return self.nx.number_of_nodes()
+
+    def _targets(self, tag: int, kind: Edge) -> list[int]:
+        return sorted(v for _, v, k in self.nx.out_edges(tag, data="kind") if k is kind)
+
+    def body(self, tag: int) -> list[int]:
+        """The children of ``tag`` in execution order (Sequence edges, ties by tag)."""
+        kids = set(self._targets(tag, Edge.Body))
+        seq = nx.DiGraph()
+        seq.add_nodes_from(kids)
+        seq.add_edges_from((u, v) for u, v, k in self.nx.edges(data="kind") if k is Edge.Sequence and u in kids and v in kids)
+        return list(nx.lexicographical_topological_sort(seq, key=int))
+
+    def initialize(self, loop: int) -> Assign:
+        (t,) = self._targets(loop, Edge.Initialize)
+        return self[t]  # type: ignore[return-value]
+
+    def increment(self, loop: int) -> Assign:
+        (t,) = self._targets(loop, Edge.Increment)
+        return self[t]  # type: ignore[return-value]
+
+    @property
+    def root(self) -> int:
+        roots = [t for t in self.nx if isinstance(self[t], Kernel)]
+        if len(roots) != 1:
+            raise ValueError(f"a control graph has one Kernel node, found {len(roots)}")
+        return roots[0]
+
+    def walk(self, tag: int | None = None, depth: int = 0) -> Iterator[tuple[int, int]]:
+        """``(tag, depth)`` for every node reachable by Body edges, in program order."""
+        tag = self.root if tag is None else tag
+        yield tag, depth
+        for child in self.body(tag):
+            yield from self.walk(child, depth + 1)
+
+    def nodes(self, kind: type | None = None) -> list[int]:
+        return [t for t, _ in self.walk() if kind is None or isinstance(self[t], kind)]
+
+    def pretty(self) -> str:
+        """The program as indented text, one node a line."""
+        return "\n".join(f"{'  ' * d}[{t}] {self[t].describe()}" for t, d in self.walk())

@@ -1,0 +1,130 @@
+"""``lower_to_control``: a transformed GEMM coordinate graph -> the kernel's control graph.
+
+The program has the shape of seed 004's pseudo-code, once per section (SK, then DP)::
+
+    for (forTile = 0; <every dimension on the walk from (wg, forTile, 0) in bounds>; forTile += forK)
+        m, n, kStart = <reverse walk from (wg, forTile, 0)>
+        acc = 0
+        for (forK = 0; <walk from (wg, forTile, forK) in bounds> && same (m, n) tile; forK += 1)
+            k = <reverse walk from (wg, forTile, forK)>
+            load A tile (m, k), load B tile (k, n)        (addresses and masks: walks to User(A), User(B))
+            acc += A_tile @ B_tile
+        fixup, then D = alpha*acc + beta*C                (walk to User(D))
+
+Every index is read off the graph -- parametrized first, so sizes are kernel parameters and one
+program serves every shape. Nothing here is specific to a transform: sections, loops and bounds come
+from :mod:`ctgraph.schedule` and :meth:`CoordinateGraph.walk`.
+
+Fixup -- the one choice of who writes a shared tile (:data:`OWNER`): **the split that holds k == 0**
+(seed 004). A workgroup's range is contiguous, so only its *first* tile can start past k == 0: each
+workgroup produces at most one partial per section, kept in workspace slot ``wg`` with flag ``wg``.
+Non-owners store their fp32 partial and signal; the owner then walks the peers ``wg+1, wg+2, ...``
+whose first iteration lies in the same tile, waits for each flag, adds the partial (in peer order,
+so results are bit-identical from run to run), resets the flag to 0 for the next call, and writes D.
+Sections the passes mark as whole-tile (data-parallel) get no fixup at all.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from . import control as C
+from .dimensions import MacroTileIndex, MacroTileNumber, SubDimension, User
+from .expr import index, to_int
+from .graph import CoordinateGraph
+from .params import bindings, parametrize
+from .schedule import Section, section_walk, sections, tile_coords
+
+__all__ = ["OWNER", "fixup_dependencies", "lower_to_control", "partial_slots"]
+
+OWNER = "first split (holds k == 0)"
+
+
+def fixup_dependencies(schedule: list[list[tuple[int, int, int]]]) -> list[tuple[int, int]]:
+    """``(producer, owner)`` workgroup pairs: the owner of a shared tile waits for each producer's partial.
+
+    The owner is the workgroup that runs the tile's k == 0 iteration (:data:`OWNER`).
+    """
+    owner = {(m, n): wg for wg, work in enumerate(schedule) for m, n, k in work if k == 0}
+    deps = {(wg, owner[m, n]) for wg, work in enumerate(schedule) for m, n, _ in work if owner[m, n] != wg}
+    return sorted(deps)
+
+
+def _tensor_access(g: CoordinateGraph, tensor: str, tiles: tuple[sympy.Expr, sympy.Expr],
+                   shape: tuple[int, int]) -> tuple[sympy.Symbol, sympy.Symbol, tuple[int, int], sympy.Expr, sympy.Expr]:
+    """``(row, col, shape, address, mask)`` for element ``(row, col)`` of tile ``tiles`` of ``tensor``."""
+    row, col = index("i"), index("j")
+    values = {}
+    for d, (tile, elem) in enumerate(zip(tiles, (row, col), strict=True)):
+        values[g.find(MacroTileNumber, tensor=tensor, dim=d)] = tile
+        values[g.find(MacroTileIndex, tensor=tensor, dim=d)] = elem
+    user = g.find(User, tensor=tensor)
+    w = g.walk(values, [user])
+    # NOTE: the mask bounds the tensor's axes; the flat User index is then in range by construction.
+    axes = [g.find(SubDimension, tensor=tensor, dim=d) for d in (0, 1)]
+    return row, col, shape, w[user], sympy.And(*w.in_bounds(axes))
+
+
+def lower_to_control(graph: CoordinateGraph, name: str = "ctgraph_gemm") -> C.ControlGraph:
+    """The control graph of a transformed GEMM graph (see the module docstring)."""
+    p = graph.attrs["gemm"]
+    params = tuple(sorted(bindings(graph), key=lambda s: s.name))
+    g = parametrize(graph)
+    wg = index("wg")
+    cg = C.ControlGraph()
+    root = cg.add(C.Kernel(name, params, wg, p.macro_tile, p.dtype))
+    slot = 0
+    for sec in sections(g):
+        _lower_section(cg, root, g, sec, wg, slot_base=slot)
+        if not sec.whole_tiles:
+            slot += 1
+    return cg
+
+
+def partial_slots(graph: CoordinateGraph) -> int:
+    """How many workspace tiles (and flags) the fixup needs: one per workgroup per section that shares tiles."""
+    return sum(0 if s.whole_tiles else to_int(graph.size(s.workgroup)) for s in sections(graph))
+
+
+def _lower_section(cg: C.ControlGraph, root: int, g: CoordinateGraph, sec: Section, wg: sympy.Symbol,
+                   slot_base: int) -> None:
+    bm, bn, bk = g.attrs["gemm"].macro_tile
+    tc = tile_coords(g)
+    tiles = [tc.m, tc.n, tc.k]
+    sfx = f"_{sec.name.lower()}" if sec.name else ""
+    ft, fk = index(f"forTile{sfx}"), index(f"forK{sfx}")
+    m, n, k, k0 = index("m"), index("n"), index("k"), index("kStart")
+
+    first = section_walk(g, sec, wg, ft, sympy.Integer(0), tiles)
+    outer = cg.add(C.ForLoop(ft, sympy.Integer(0), sympy.And(*first.in_bounds(tiles)), fk), root)
+    for sym, tag in ((m, tc.m), (n, tc.n), (k0, tc.k)):
+        cg.add(C.Assign(sym, first[tag]), outer)
+    cg.add(C.ZeroAccumulator(), outer)
+
+    it = section_walk(g, sec, wg, ft, fk, tiles)
+    same_tile = [sympy.Eq(it[tc.m], m), sympy.Eq(it[tc.n], n)]
+    inner = cg.add(C.ForLoop(fk, sympy.Integer(0), sympy.And(*it.in_bounds(tiles), *same_tile), sympy.Integer(1)), outer)
+    cg.add(C.Assign(k, it[tc.k]), inner)
+    cg.add(C.LoadTile("A", *_tensor_access(g, "A", (m, k), (bm, bk))), inner)
+    cg.add(C.LoadTile("B", *_tensor_access(g, "B", (k, n), (bk, bn))), inner)
+    cg.add(C.Multiply(), inner)
+
+    epilogue = C.Epilogue(*_tensor_access(g, "D", (m, n), (bm, bn)))
+    if sec.whole_tiles:
+        cg.add(epilogue, outer)
+        return
+    workgroups = g.size(sec.workgroup)
+    slot = wg + slot_base * workgroups
+    send = cg.add(C.If(sympy.Ne(k0, 0)), outer)
+    cg.add(C.StorePartial(slot), send)
+    cg.add(C.Signal(slot, 1), send)
+    own = cg.add(C.If(sympy.Eq(k0, 0)), outer)
+    peer = index(f"peer{sfx}")
+    pw = section_walk(g, sec, peer, sympy.Integer(0), sympy.Integer(0), tiles)
+    shares = sympy.And(sympy.Lt(peer, workgroups), *pw.in_bounds(tiles), sympy.Eq(pw[tc.m], m), sympy.Eq(pw[tc.n], n))
+    peers = cg.add(C.ForLoop(peer, wg + 1, shares, sympy.Integer(1)), own)
+    peer_slot = peer + slot_base * workgroups
+    cg.add(C.Wait(peer_slot, 1), peers)
+    cg.add(C.AccumulatePartial(peer_slot), peers)
+    cg.add(C.Signal(peer_slot, 0), peers)
+    cg.add(epilogue, own)

@@ -1,0 +1,51 @@
+"""Checks on the arrays a kernel is called with, shared by the backends; all run before any work."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .gemm import GemmProblem
+
+__all__ = ["check_scalars", "check_host_operands", "expected_shapes"]
+
+
+def expected_shapes(p: GemmProblem) -> dict[str, tuple[int, int]]:
+    return {"A": (p.m, p.k), "B": (p.k, p.n), "C": (p.m, p.n), "out": (p.m, p.n)}
+
+
+def check_scalars(alpha: Any, beta: Any) -> tuple[float, float]:
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+    return float(alpha), float(beta)
+
+
+def check_array(p: GemmProblem, name: str, x: Any, shape: tuple[int, int], dtype: str, shape_of: Any,
+                dtype_of: Any, contiguous: bool) -> None:
+    """Shape, dtype and layout of one operand, with an error that names it."""
+    if tuple(shape_of) != shape:
+        raise ValueError(f"{name} must have shape {shape} for this {p.m}x{p.n}x{p.k} GEMM, got {tuple(shape_of)}")
+    if str(dtype_of).replace("torch.", "") != dtype:
+        raise TypeError(f"{name} must have dtype {dtype} (the GEMM's dtype), got {dtype_of}")
+    if not contiguous:
+        raise ValueError(f"{name} must be C-contiguous (row-major); make a contiguous copy first")
+
+
+def check_host_operands(p: GemmProblem, A: Any, B: Any, C: Any, beta: float, out: Any = None) -> None:
+    """numpy operands for the CPU backend: ``TypeError``/``ValueError`` naming the bad argument."""
+    shapes = expected_shapes(p)
+    for name, x in (("A", A), ("B", B), ("C", C), ("out", out)):
+        if x is None:
+            if name == "C" and beta != 0:
+                raise ValueError("C is required when beta != 0 (pass C, or beta=0.0)")
+            if name in ("A", "B"):
+                raise TypeError(f"{name} is required")
+            continue
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name} must be a numpy.ndarray for the CPU backend, got {type(x).__name__}")
+        check_array(p, name, x, shapes[name], p.dtype, x.shape, x.dtype, x.flags.c_contiguous)
+        if name == "out" and not x.flags.writeable:
+            raise ValueError("out must be writeable")

@@ -1,0 +1,80 @@
+"""The CPU backend: control graph -> LLVM IR -> host machine code (llvmlite MCJIT), run workgroup by workgroup.
+
+Workgroups run one after another in an order where every producer of a partial tile runs before the
+owner that waits for it (:func:`ctgraph.lower.fixup_dependencies`); a wait that finds its flag unset
+is reported as an error, never spun on. Each program owns its workspace and flags.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from ctgraph.lower import fixup_dependencies, lower_to_control, partial_slots
+from ctgraph.operands import check_host_operands, check_scalars
+from ctgraph.params import bindings
+
+from .codegen import generate
+from .jit import cache_info, compile_ir
+
+__all__ = ["CpuProgram", "build", "cache_info", "run_order"]
+
+
+def run_order(schedule: list[list[tuple[int, int, int]]]) -> list[int]:
+    """Workgroups in an order where producers of partials run before their owners (ties: lowest id)."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(schedule)))
+    dag.add_edges_from(fixup_dependencies(schedule))
+    try:
+        return list(nx.lexicographical_topological_sort(dag))
+    except nx.NetworkXUnfeasible:
+        cycle = nx.find_cycle(dag)
+        raise RuntimeError(f"workgroups wait on each other in a cycle {cycle}: this schedule would deadlock") from None
+
+
+class CpuProgram:
+    """The compiled kernel plus its own workspace and flags. Called as ``program(A, B, C, alpha=, beta=)``."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.control = lower_to_control(kernel.graph)
+        self.source = generate(self.control)
+        root = self.control[self.control.root]
+        values = bindings(kernel.graph)
+        self.params = np.array([values[p] for p in root.params], dtype=np.int64)
+        bm, bn, _ = kernel.problem.macro_tile
+        slots = partial_slots(kernel.graph)
+        self.workspace = np.zeros(max(slots, 1) * bm * bn, dtype=np.float32)
+        self.flags = np.zeros(max(slots, 1), dtype=np.int32)
+        self.order = run_order(kernel.schedule())
+        self._name = root.name
+        self._lock = threading.Lock()
+
+    @property
+    def compiled(self) -> Any:
+        return compile_ir(self.source, self._name)
+
+    def __call__(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alpha: float = 1.0,
+                 beta: float = 0.0, out: np.ndarray | None = None) -> np.ndarray:
+        p = self.kernel.problem
+        alpha, beta = check_scalars(alpha, beta)
+        check_host_operands(p, A, B, C, beta, out)
+        D = np.empty((p.m, p.n), dtype=p.dtype) if out is None else out
+        fn = self.compiled.function
+        c_ptr = C.ctypes.data if C is not None else None
+        ptrs = (A.ctypes.data, B.ctypes.data, c_ptr, D.ctypes.data)
+        with self._lock:
+            for wg in self.order:
+                rc = fn(wg, *ptrs, alpha, beta, self.workspace.ctypes.data, self.flags.ctypes.data, self.params.ctypes.data)
+                if rc:
+                    self.flags[:] = 0
+                    raise RuntimeError(f"workgroup {wg} waited for the partial tile of flag {rc - 1}, which no "
+                                       "earlier workgroup signalled: the schedule cannot be run without deadlock")
+        return D
+
+
+def build(kernel: Any) -> CpuProgram:
+    return CpuProgram(kernel)

@@ -1,0 +1,75 @@
+"""LLVM IR text -> machine code for this host, with llvmlite's MCJIT; compiled once per IR text.
+
+The cache key is the SHA-256 of the IR text: the same control graph and options give the same text,
+so a kernel for a new GEMM shape (sizes are parameters) reuses the compiled code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import threading
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+__all__ = ["Compiled", "compile_ir", "cache_info"]
+
+SIGNATURE = ctypes.CFUNCTYPE(
+    ctypes.c_int32,
+    ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+    ctypes.c_float, ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A JIT-compiled kernel; keeps its engine alive as long as the function is used."""
+
+    key: str
+    function: ctypes._CFuncPtr  # type: ignore[name-defined]
+    engine: object
+    optimized_ir: str
+
+
+_CACHE: dict[str, Compiled] = {}
+_LOCK = threading.Lock()
+_STATS = {"hits": 0, "compiles": 0}
+
+
+@functools.cache
+def _target_machine() -> llvm.TargetMachine:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                        opt=3)
+
+
+def compile_ir(ir_text: str, name: str) -> Compiled:
+    """Optimise (O3) and JIT-compile ``ir_text``; return the function ``name``. Cached by the text."""
+    key = hashlib.sha256(ir_text.encode()).hexdigest()
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _STATS["hits"] += 1
+            return hit
+        tm = _target_machine()
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+        pb.getModulePassManager().run(mod, pb)
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+        fn = SIGNATURE(engine.get_function_address(name))
+        _CACHE[key] = Compiled(key, fn, engine, str(mod))
+        _STATS["compiles"] += 1
+        return _CACHE[key]
+
+
+def cache_info() -> dict[str, int]:
+    """``{"hits": ..., "compiles": ..., "entries": ...}`` of the in-memory cache."""
+    return {**_STATS, "entries": len(_CACHE)}
