@@ -39,8 +39,8 @@ class Kernel:
                 f"dtype={p.dtype}, workgroups={self.workgroups}, target={self.target!r})")
 
     def schedule(self) -> list[list[tuple[int, int, int]]]:
-        """Per workgroup, the ``(m_tile, n_tile, k_iter)`` triples it processes, in order."""
-        return self._schedule
+        """Per workgroup, the ``(m_tile, n_tile, k_iter)`` triples it processes, in order (a fresh copy)."""
+        return [list(work) for work in self._schedule]
 
     @cached_property
     def _schedule(self) -> list[list[tuple[int, int, int]]]:

@@ -79,12 +79,18 @@ class Kernel(Node):
 
 @dataclass(frozen=True)
 class ForLoop(Node):
-    """``for (counter = init; condition; counter += increment)``."""
+    """``for (counter = init; condition; counter += increment)``.
+
+    ``extent``, when given, bounds the trip count: the condition is false for ``counter - init >= extent``
+    and, for loops stepping by one, holds on a prefix of the iterations (so a backend may find the trip
+    count up front, by bisection, instead of testing the condition every iteration).
+    """
 
     counter: sympy.Symbol
     init: sympy.Expr
     condition: sympy.Expr
     increment: sympy.Expr
+    extent: sympy.Expr | None = None
 
 
 @dataclass(frozen=True)

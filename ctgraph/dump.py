@@ -74,7 +74,7 @@ def dump(obj: object, path: str | Path) -> Path:
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in ("dot", "gv", *RENDERED):
-        raise ValueError(f"dump path must end in .dot, .svg, .png or .pdf, got {str(path)!r}")
+        raise ValueError(f"dump path must end in .dot, .gv, .svg, .png or .pdf, got {str(path)!r}")
     dot = to_digraph(obj)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt in ("dot", "gv"):

@@ -28,8 +28,8 @@ def index(name: str) -> sympy.Symbol:
 
 
 def size(name: str) -> sympy.Symbol:
-    """A positive integer symbol: a size bound at call time (``numTilesK``)."""
-    return sympy.Symbol(name, integer=True, positive=True)
+    """A nonnegative integer symbol: a size bound at call time (``numTilesK``; ``numTilesSK`` may be 0)."""
+    return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
 def _divisible(term: Expr, d: Expr) -> bool:
@@ -46,7 +46,7 @@ class FloorDiv(sympy.Function):
       FloorDiv(a, b)            -> a // b           for integer constants
       FloorDiv(x, 1)            -> x
       FloorDiv(0, y)            -> 0
-      FloorDiv(FloorDiv(x, a), b) -> FloorDiv(x, a*b)   (floor(floor(x/a)/b) = floor(x/(ab)), a, b > 0)
+      FloorDiv(FloorDiv(x, a), b) -> FloorDiv(x, a*b)   (floor(floor(x/a)/b) = floor(x/(ab)) for a, b > 0)
       FloorDiv(y*q + r, y)      -> q + FloorDiv(r, y)   for integer q
     """
 
@@ -63,7 +63,7 @@ class FloorDiv(sympy.Function):
             return x
         if x.is_zero:
             return sympy.Integer(0)
-        if isinstance(x, FloorDiv) and (x.args[1] * y).is_positive:
+        if isinstance(x, FloorDiv) and (x.args[1] * y).is_nonnegative:  # divisors are never 0
             return cls(x.args[0], x.args[1] * y)
         terms = sympy.Add.make_args(x)
         whole = [t for t in terms if _divisible(t, y)]
@@ -74,7 +74,7 @@ class FloorDiv(sympy.Function):
 
     def _eval_is_nonnegative(self) -> bool | None:
         x, y = self.args
-        if x.is_nonnegative and y.is_positive:
+        if x.is_nonnegative and y.is_nonnegative:  # a divisor is never 0
             return True
         return None
 
@@ -108,7 +108,7 @@ class Mod(sympy.Function):
         return None
 
     def _eval_is_nonnegative(self) -> bool | None:
-        return True if self.args[1].is_positive else None
+        return True if self.args[1].is_nonnegative else None  # a divisor is never 0
 
 
 def ceildiv(x: Expr | int, y: Expr | int) -> Expr:

@@ -103,7 +103,8 @@ def _lower_section(cg: C.ControlGraph, root: int, g: CoordinateGraph, sec: Secti
 
     it = section_walk(g, sec, wg, ft, fk, tiles)
     same_tile = [sympy.Eq(it[tc.m], m), sympy.Eq(it[tc.n], n)]
-    inner = cg.add(C.ForLoop(fk, sympy.Integer(0), sympy.And(*it.in_bounds(tiles), *same_tile), sympy.Integer(1)), outer)
+    inner_cond = sympy.And(*it.in_bounds(tiles), *same_tile)
+    inner = cg.add(C.ForLoop(fk, sympy.Integer(0), inner_cond, sympy.Integer(1), extent=g.size(sec.for_k)), outer)
     cg.add(C.Assign(k, it[tc.k]), inner)
     cg.add(C.LoadTile("A", *_tensor_access(g, "A", (m, k), (bm, bk))), inner)
     cg.add(C.LoadTile("B", *_tensor_access(g, "B", (k, n), (bk, bn))), inner)

@@ -28,7 +28,7 @@ TRANSFORMS = tuple(PIPELINES)
 
 
 def check_transform(name: object) -> str:
-    if name not in PIPELINES:
+    if not isinstance(name, str) or name not in PIPELINES:
         raise ValueError(f"unknown transform {name!r}; valid transforms: {', '.join(TRANSFORMS)}")
     return name  # type: ignore[return-value]
 

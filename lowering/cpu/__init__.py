@@ -49,7 +49,7 @@ class CpuProgram:
         slots = partial_slots(kernel.graph)
         self.workspace = np.zeros(max(slots, 1) * bm * bn, dtype=np.float32)
         self.flags = np.zeros(max(slots, 1), dtype=np.int32)
-        self.order = run_order(kernel.schedule())
+        self.order = run_order(kernel._schedule)
         self._name = root.name
         self._lock = threading.Lock()
 
