@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint golden clean
+.PHONY: run test test-fast test-gpu bench lint golden clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,3 +33,9 @@ golden: $(STAMP)        ## regenerate the golden files under tests/golden/ (revi
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache .mypy_cache
+
+bench: $(STAMP)         ## on a GPU machine: time the transforms against cuBLAS (tests/bench/anchors.csv)
+	$(PY) -m ctgraph bench --out out/bench
+
+test-gpu: $(STAMP)      ## on a GPU machine: the gpu-marked tests
+	$(PY) -m pytest -q -m gpu tests/gpu

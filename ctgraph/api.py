@@ -1,7 +1,8 @@
 """``ctgraph.compile``: run a transform pipeline on a GEMM graph and wrap the result as a kernel.
 
 The kernel object holds the transformed graph, computes its schedule from the graph's index
-expressions, and builds the backend program (control graph -> source -> binary) when first needed.
+expressions, and builds the backend program (control graph -> source -> binary) in ``compile``, or
+on first use with ``build=False``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 from .backends import backend, resolve_target
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
-from .passes import check_transform, transform as run_pipeline
+from .passes import check_transform
+from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
 
 __all__ = ["CPU_WORKGROUPS", "Kernel", "compile"]
@@ -24,8 +26,9 @@ CPU_WORKGROUPS = 8  # default grid on the CPU: small, and more than one so the f
 class Kernel:
     """A GEMM compiled by ctgraph. Build with :func:`compile`."""
 
-    def __init__(self, graph: CoordinateGraph, transform: str, workgroups: int, target: str,
-                 options: dict[str, Any]) -> None:
+    def __init__(
+        self, graph: CoordinateGraph, transform: str, workgroups: int, target: str, options: dict[str, Any]
+    ) -> None:
         self.transform = transform
         self.workgroups = workgroups
         self.target = target
@@ -35,8 +38,10 @@ class Kernel:
 
     def __repr__(self) -> str:
         p = self.problem
-        return (f"Kernel({self.transform}, m={p.m}, n={p.n}, k={p.k}, macro_tile={p.macro_tile}, "
-                f"dtype={p.dtype}, workgroups={self.workgroups}, target={self.target!r})")
+        return (
+            f"Kernel({self.transform}, m={p.m}, n={p.n}, k={p.k}, macro_tile={p.macro_tile}, "
+            f"dtype={p.dtype}, workgroups={self.workgroups}, target={self.target!r})"
+        )
 
     def schedule(self) -> list[list[tuple[int, int, int]]]:
         """Per workgroup, the ``(m_tile, n_tile, k_iter)`` triples it processes, in order (a fresh copy)."""
@@ -59,25 +64,45 @@ class Kernel:
     def source(self) -> str:
         return self.program.source
 
+    @property
+    def ptx(self) -> str:
+        """The PTX of a "cuda" kernel (needs nvcc, not a GPU)."""
+        return self.program.ptx
+
     def __call__(self, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, beta: float = 0.0, **kw: Any) -> Any:
         """``D = alpha*A@B + beta*C``; ``C`` may be omitted when ``beta == 0``."""
         return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
 
 
-def compile(graph: CoordinateGraph, transform: str = "streamk2tile", workgroups: int | None = None,
-            target: str = "auto", **options: Any) -> Kernel:
+def compile(
+    graph: CoordinateGraph,
+    transform: str = "streamk2tile",
+    workgroups: int | None = None,
+    target: str = "auto",
+    **options: Any,
+) -> Kernel:
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
 
     ``transform``: "dataparallel", "streamk" or "streamk2tile". ``workgroups``: the grid size g
     (default: the device's co-resident CTA count on "cuda", :data:`CPU_WORKGROUPS` on "cpu").
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
+    ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
+    kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
+    ``stages``, ``vector``, ``arch``).
     """
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
     check_transform(transform)
     target = resolve_target(target)
     if workgroups is None:
-        workgroups = backend(target).default_workgroups(options) if target == "cuda" else CPU_WORKGROUPS
+        if target == "cuda" and options.get("build", True) is False:
+            raise ValueError("workgroups is required with build=False (there is no GPU to ask for its size)")
+        workgroups = (
+            backend(target).default_workgroups(graph, transform, options) if target == "cuda" else CPU_WORKGROUPS
+        )
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f"workgroups must be a positive integer or None, got {workgroups!r}")
-    return Kernel(graph, transform, int(workgroups), target, options)
+    kern = Kernel(graph, transform, int(workgroups), target, options)
+    if options.get("build", True):
+        kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here
+    return kern

@@ -15,8 +15,14 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--m", type=int, required=True, help="rows of A and D")
     p.add_argument("--n", type=int, required=True, help="columns of B and D")
     p.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
-    p.add_argument("--tile", type=int, nargs=3, default=(128, 128, 32), metavar=("BM", "BN", "BK"),
-                   help="macro tile (default 128 128 32)")
+    p.add_argument(
+        "--tile",
+        type=int,
+        nargs=3,
+        default=(128, 128, 32),
+        metavar=("BM", "BN", "BK"),
+        help="macro tile (default 128 128 32)",
+    )
     p.add_argument("--dtype", choices=("float16", "float32"), default="float16")
     p.add_argument("--transform", choices=TRANSFORMS, default="streamk2tile")
     p.add_argument("--workgroups", type=int, default=None, help="grid size g (default: backend's choice)")
@@ -32,6 +38,7 @@ def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def cmd_compile(args: argparse.Namespace) -> int:
     import ctgraph
+
     from .summary import summarize
 
     kern = _compile(args)
@@ -63,14 +70,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     err = float(np.abs(D.astype(np.float64) - ref).max())
     scale = float(np.abs(ref).max()) or 1.0
     print(f"{kern}")
-    print(f"lowering {1e3 * (t1 - t0):.1f} ms, first call (incl. JIT) {1e3 * (t2 - t1):.1f} ms, "
-          f"second call {1e3 * (t3 - t2):.1f} ms ({2 * p.m * p.n * p.k / (t3 - t2) / 1e9:.2f} GFLOP/s)")
-    print(f"max abs error vs numpy float64: {err:.3e} (relative to max |D|: {err / scale:.3e}); "
-          f"repeat bit-identical: {np.array_equal(D, D2)}")
-    tol = (2e-3 if p.dtype == "float16" else 1e-5 * max(1.0, p.k ** 0.5)) * scale
+    print(
+        f"lowering {1e3 * (t1 - t0):.1f} ms, first call (incl. JIT) {1e3 * (t2 - t1):.1f} ms, "
+        f"second call {1e3 * (t3 - t2):.1f} ms ({2 * p.m * p.n * p.k / (t3 - t2) / 1e9:.2f} GFLOP/s)"
+    )
+    print(
+        f"max abs error vs numpy float64: {err:.3e} (relative to max |D|: {err / scale:.3e}); "
+        f"repeat bit-identical: {np.array_equal(D, D2)}"
+    )
+    tol = (2e-3 if p.dtype == "float16" else 1e-5 * max(1.0, p.k**0.5)) * scale
     if err > tol or not np.array_equal(D, D2):
         print("error: result does not match numpy", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .bench import DEFAULT_SHAPES, read_shapes, run_bench
+
+    shapes = read_shapes(args.shapes or DEFAULT_SHAPES)
+    if args.limit:
+        shapes = shapes[: args.limit]
+    run_bench(shapes, Path(args.out), macro_tile=tuple(args.tile), transforms=tuple(args.transforms))
+    print((Path(args.out) / "results.md").read_text())
     return 0
 
 
@@ -79,8 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("compile", help="transform a GEMM graph, print its schedule summary, dump the graph")
     _problem_args(p)
-    p.add_argument("--dump", action="append", metavar="PATH",
-                   help="write the transformed graph (.dot text, or .svg/.png/.pdf rendered); repeatable")
+    p.add_argument(
+        "--dump",
+        action="append",
+        metavar="PATH",
+        help="write the transformed graph (.dot text, or .svg/.png/.pdf rendered); repeatable",
+    )
     p.set_defaults(func=cmd_compile)
     p = sub.add_parser("run", help="compile and run a GEMM on random data; check against numpy, print error and time")
     _problem_args(p)
@@ -88,6 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beta", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=0, help="random seed for A, B, C")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("bench", help="time the transforms and cuBLAS on the GPU for a CSV of shapes (needs torch)")
+    p.add_argument("shapes", nargs="?", help="CSV with columns m,n,k (default: tests/bench/anchors.csv)")
+    p.add_argument("--out", default="out/bench", help="directory for results.csv/.md/.png")
+    p.add_argument("--tile", type=int, nargs=3, default=(128, 128, 32), metavar=("BM", "BN", "BK"))
+    p.add_argument("--transforms", nargs="+", choices=TRANSFORMS, default=list(TRANSFORMS))
+    p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
+    p.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

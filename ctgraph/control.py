@@ -199,7 +199,9 @@ class ControlGraph:
         kids = set(self._targets(tag, Edge.Body))
         seq = nx.DiGraph()
         seq.add_nodes_from(kids)
-        seq.add_edges_from((u, v) for u, v, k in self.nx.edges(data="kind") if k is Edge.Sequence and u in kids and v in kids)
+        seq.add_edges_from(
+            (u, v) for u, v, k in self.nx.edges(data="kind") if k is Edge.Sequence and u in kids and v in kids
+        )
         return list(nx.lexicographical_topological_sort(seq, key=int))
 
     def initialize(self, loop: int) -> Assign:

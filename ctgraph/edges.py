@@ -190,7 +190,9 @@ class Sunder(Edge):
 
     def check(self, n_in: int, n_out: int) -> None:
         if n_in != 1 or n_out < 2:
-            raise ValueError(f"Sunder takes 1 input and 2+ outputs (partitions, then the selector), got {n_in}, {n_out}")
+            raise ValueError(
+                f"Sunder takes 1 input and 2+ outputs (partitions, then the selector), got {n_in}, {n_out}"
+            )
 
     @staticmethod
     def _offsets(parts: Sizes) -> list[sympy.Expr]:
@@ -221,4 +223,3 @@ class Sunder(Edge):
         if s is not None and s.is_Integer and 0 <= int(s) < n_out - 1:
             return [n_out - 1, int(s)]
         return [n_out - 1, *range(n_out - 1)]
-

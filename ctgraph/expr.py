@@ -118,6 +118,7 @@ def ceildiv(x: Expr | int, y: Expr | int) -> Expr:
 
 # --- whole-sum rules -------------------------------------------------------------------------------
 
+
 def _recombine(terms: list[Expr]) -> list[Expr] | None:
     """``a*(x % c) + a*c*(x // c) -> a*x``: find a remainder term and its matching quotient term."""
     for i, t in enumerate(terms):

@@ -72,7 +72,9 @@ def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: ob
     return GemmProblem(*dims, macro_tile=tile, dtype=_dtype_name(dtype))  # type: ignore[arg-type]
 
 
-def _tensor(g: CoordinateGraph, name: str, rows: tuple[int, str, int, str], cols: tuple[int, str, int, str]) -> list[int]:
+def _tensor(
+    g: CoordinateGraph, name: str, rows: tuple[int, str, int, str], cols: tuple[int, str, int, str]
+) -> list[int]:
     """``User(X) -Split-> SubDimension x2 -Tile-> (MacroTileNumber, MacroTileIndex) x2``; returns the numbers."""
     user = g.add_dimension(User(rows[0] * cols[0], tensor=name, param=f"size{name}"))
     numbers_, subs = [], []
@@ -87,7 +89,9 @@ def _tensor(g: CoordinateGraph, name: str, rows: tuple[int, str, int, str], cols
     return numbers_
 
 
-def gemm(m: int, n: int, k: int, macro_tile: tuple[int, int, int] = (128, 128, 32), dtype: str = "float16") -> CoordinateGraph:
+def gemm(
+    m: int, n: int, k: int, macro_tile: tuple[int, int, int] = (128, 128, 32), dtype: str = "float16"
+) -> CoordinateGraph:
     """The precondition graph of an m x n x k GEMM tiled by ``macro_tile = (BM, BN, BK)``.
 
     ``dtype`` is the type of A, B, C and D ("float16" or "float32"); accumulation is always fp32.

@@ -50,8 +50,9 @@ def fixup_dependencies(schedule: list[list[tuple[int, int, int]]]) -> list[tuple
     return sorted(deps)
 
 
-def _tensor_access(g: CoordinateGraph, tensor: str, tiles: tuple[sympy.Expr, sympy.Expr],
-                   shape: tuple[int, int]) -> tuple[sympy.Symbol, sympy.Symbol, tuple[int, int], sympy.Expr, sympy.Expr]:
+def _tensor_access(
+    g: CoordinateGraph, tensor: str, tiles: tuple[sympy.Expr, sympy.Expr], shape: tuple[int, int]
+) -> tuple[sympy.Symbol, sympy.Symbol, tuple[int, int], sympy.Expr, sympy.Expr]:
     """``(row, col, shape, address, mask)`` for element ``(row, col)`` of tile ``tiles`` of ``tensor``."""
     row, col = index("i"), index("j")
     values = {}
@@ -86,8 +87,9 @@ def partial_slots(graph: CoordinateGraph) -> int:
     return sum(0 if s.whole_tiles else to_int(graph.size(s.workgroup)) for s in sections(graph))
 
 
-def _lower_section(cg: C.ControlGraph, root: int, g: CoordinateGraph, sec: Section, wg: sympy.Symbol,
-                   slot_base: int) -> None:
+def _lower_section(
+    cg: C.ControlGraph, root: int, g: CoordinateGraph, sec: Section, wg: sympy.Symbol, slot_base: int
+) -> None:
     bm, bn, bk = g.attrs["gemm"].macro_tile
     tc = tile_coords(g)
     tiles = [tc.m, tc.n, tc.k]
@@ -97,14 +99,16 @@ def _lower_section(cg: C.ControlGraph, root: int, g: CoordinateGraph, sec: Secti
 
     first = section_walk(g, sec, wg, ft, sympy.Integer(0), tiles)
     outer = cg.add(C.ForLoop(ft, sympy.Integer(0), sympy.And(*first.in_bounds(tiles)), fk), root)
-    for sym, tag in ((m, tc.m), (n, tc.n), (k0, tc.k)):
+    for sym, tag in ((m, tc.m), (n, tc.n), (k0, tc.k))[: 2 if sec.whole_tiles else 3]:
         cg.add(C.Assign(sym, first[tag]), outer)
     cg.add(C.ZeroAccumulator(), outer)
 
     it = section_walk(g, sec, wg, ft, fk, tiles)
     same_tile = [sympy.Eq(it[tc.m], m), sympy.Eq(it[tc.n], n)]
     inner_cond = sympy.And(*it.in_bounds(tiles), *same_tile)
-    inner = cg.add(C.ForLoop(fk, sympy.Integer(0), inner_cond, sympy.Integer(1), extent=g.size(sec.for_k)), outer)
+    # NOTE: the inner loop stays in one output tile, so it runs at most |k tiles| times.
+    extent = sympy.Min(g.size(sec.for_k), g.size(tc.k))
+    inner = cg.add(C.ForLoop(fk, sympy.Integer(0), inner_cond, sympy.Integer(1), extent=extent), outer)
     cg.add(C.Assign(k, it[tc.k]), inner)
     cg.add(C.LoadTile("A", *_tensor_access(g, "A", (m, k), (bm, bk))), inner)
     cg.add(C.LoadTile("B", *_tensor_access(g, "B", (k, n), (bk, bn))), inner)

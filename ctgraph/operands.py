@@ -9,7 +9,7 @@ import numpy as np
 
 from .gemm import GemmProblem
 
-__all__ = ["check_scalars", "check_host_operands", "expected_shapes"]
+__all__ = ["check_host_operands", "check_scalars", "expected_shapes"]
 
 
 def expected_shapes(p: GemmProblem) -> dict[str, tuple[int, int]]:
@@ -23,8 +23,16 @@ def check_scalars(alpha: Any, beta: Any) -> tuple[float, float]:
     return float(alpha), float(beta)
 
 
-def check_array(p: GemmProblem, name: str, x: Any, shape: tuple[int, int], dtype: str, shape_of: Any,
-                dtype_of: Any, contiguous: bool) -> None:
+def check_array(
+    p: GemmProblem,
+    name: str,
+    x: Any,
+    shape: tuple[int, int],
+    dtype: str,
+    shape_of: Any,
+    dtype_of: Any,
+    contiguous: bool,
+) -> None:
     """Shape, dtype and layout of one operand, with an error that names it."""
     if tuple(shape_of) != shape:
         raise ValueError(f"{name} must have shape {shape} for this {p.m}x{p.n}x{p.k} GEMM, got {tuple(shape_of)}")

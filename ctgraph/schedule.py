@@ -24,7 +24,7 @@ from .edges import Sunder
 from .expr import index, to_int
 from .graph import CoordinateGraph, Walk
 
-__all__ = ["Section", "TileCoords", "sections", "schedule", "section_walk", "tile_coords"]
+__all__ = ["Section", "TileCoords", "schedule", "section_walk", "sections", "tile_coords"]
 
 NUMPY = [{"FloorDiv": np.floor_divide, "Mod": np.mod}, "numpy"]
 
@@ -86,8 +86,9 @@ def _downstream(g: CoordinateGraph, tag: int) -> set[int]:
     return nx.descendants(g.nx, tag)
 
 
-def section_walk(g: CoordinateGraph, sec: Section, wg: sympy.Expr, for_tile: sympy.Expr, for_k: sympy.Expr,
-                 targets: list[int]) -> Walk:
+def section_walk(
+    g: CoordinateGraph, sec: Section, wg: sympy.Expr, for_tile: sympy.Expr, for_k: sympy.Expr, targets: list[int]
+) -> Walk:
     """Reverse-walk ``targets`` from the section's coordinates (workgroup, forTile, forK[, selector])."""
     values: dict[int, sympy.Expr | int] = {sec.workgroup: wg, sec.for_tile: for_tile, sec.for_k: for_k}
     if sec.selector is not None:
@@ -117,4 +118,3 @@ def schedule(g: CoordinateGraph) -> list[list[tuple[int, int, int]]]:
             if cnt:
                 out[i].extend(zip(m[i, :cnt].tolist(), n[i, :cnt].tolist(), k[i, :cnt].tolist(), strict=True))
     return out
-

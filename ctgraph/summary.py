@@ -22,7 +22,7 @@ def summarize(kern: Kernel) -> str:
         owners.update({(m, n) for m, n, _ in work})
     shared = sum(1 for c in owners.values() if c > 1)
     lines = [
-        f"GEMM {p.m} x {p.n} x {p.k}  dtype={p.dtype}  macro tile {p.macro_tile[0]}x{p.macro_tile[1]}x{p.macro_tile[2]}",
+        f"GEMM {p.m} x {p.n} x {p.k}  dtype={p.dtype}  macro tile {'x'.join(map(str, p.macro_tile))}",
         f"tiles: {mt} x {nt} = {mt * nt} output tiles, {kt} k-iterations each, {mt * nt * kt} iterations in all",
         f"transform: {kern.transform} over {kern.workgroups} workgroups (target {kern.target})",
         f"iterations per workgroup: min {min(per_wg)}, max {max(per_wg)}, mean {sum(per_wg) / len(per_wg):.1f}",

@@ -11,7 +11,8 @@ With T output tiles, Kt k-iterations per tile and g workgroups::
 
 so each workgroup streams between one and two tiles' worth of SK iterations. When ``T % g == 0`` all
 work is data-parallel (``N_SK = 0``); when ``T < g``, ``N_DP`` would be negative and is clamped to 0
-(all Stream-K). SK iterations come first (selector 0), so the fixup waits overlap the DP section.
+(all Stream-K). SK iterations come first (selector 0): a workgroup stores its partial tile early, so
+an owner rarely waits long, and the data-parallel tiles that follow need no synchronisation at all.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..graph import CoordinateGraph
 from .common import PassOptions, distribute
 from .streamk import _global_tiles
 
-__all__ = ["split_sk_dp", "sunder_sk_dp", "streamk2tile"]
+__all__ = ["split_sk_dp", "streamk2tile", "sunder_sk_dp"]
 
 
 def split_sk_dp(tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int) -> tuple[sympy.Expr, sympy.Expr]:

@@ -57,8 +57,16 @@ class CpuProgram:
     def compiled(self) -> Any:
         return compile_ir(self.source, self._name)
 
-    def __call__(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alpha: float = 1.0,
-                 beta: float = 0.0, out: np.ndarray | None = None) -> np.ndarray:
+    def __call__(
+        self,
+        A: np.ndarray,
+        B: np.ndarray,
+        C: np.ndarray | None = None,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         p = self.kernel.problem
         alpha, beta = check_scalars(alpha, beta)
         check_host_operands(p, A, B, C, beta, out)
@@ -68,11 +76,15 @@ class CpuProgram:
         ptrs = (A.ctypes.data, B.ctypes.data, c_ptr, D.ctypes.data)
         with self._lock:
             for wg in self.order:
-                rc = fn(wg, *ptrs, alpha, beta, self.workspace.ctypes.data, self.flags.ctypes.data, self.params.ctypes.data)
+                rc = fn(
+                    wg, *ptrs, alpha, beta, self.workspace.ctypes.data, self.flags.ctypes.data, self.params.ctypes.data
+                )
                 if rc:
                     self.flags[:] = 0
-                    raise RuntimeError(f"workgroup {wg} waited for the partial tile of flag {rc - 1}, which no "
-                                       "earlier workgroup signalled: the schedule cannot be run without deadlock")
+                    raise RuntimeError(
+                        f"workgroup {wg} waited for the partial tile of flag {rc - 1}, which no "
+                        "earlier workgroup signalled: the schedule cannot be run without deadlock"
+                    )
         return D
 
 

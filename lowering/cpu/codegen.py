@@ -39,7 +39,9 @@ class _Codegen:
         elem = ELEM[self.kernel.dtype]
         self.module = ir.Module(name=self.kernel.name)
         ptr = ir.PointerType
-        fty = ir.FunctionType(I32, [I64, ptr(elem), ptr(elem), ptr(elem), ptr(elem), F32, F32, ptr(F32), ptr(I32), ptr(I64)])
+        fty = ir.FunctionType(
+            I32, [I64, ptr(elem), ptr(elem), ptr(elem), ptr(elem), F32, F32, ptr(F32), ptr(I32), ptr(I64)]
+        )
         self.fn = ir.Function(self.module, fty, name=self.kernel.name)
         names = ("wg", "A", "B", "C", "D", "alpha", "beta", "workspace", "flags", "params")
         for arg, name in zip(self.fn.args, names, strict=True):
@@ -106,8 +108,10 @@ class _Codegen:
         """``for (name = 0; name < n; ++name)`` with a constant trip count."""
         var = self._var(sympy.Symbol(f"__{name}"))
         self.b.store(ir.Constant(I64, 0), var)
-        with self._loop(lambda: self.b.icmp_signed("<", self.b.load(var), ir.Constant(I64, n)),
-                        lambda: self.b.store(self.b.add(self.b.load(var), ir.Constant(I64, 1)), var)):
+        with self._loop(
+            lambda: self.b.icmp_signed("<", self.b.load(var), ir.Constant(I64, n)),
+            lambda: self.b.store(self.b.add(self.b.load(var), ir.Constant(I64, 1)), var),
+        ):
             yield self.b.load(var, name=name)
 
     def _store_var(self, sym: sympy.Symbol, value: sympy.Expr) -> None:
@@ -129,14 +133,14 @@ class _Codegen:
 
     # --- tiles -------------------------------------------------------------------------------------
 
-    def _tile_loop(self, rows: int, cols: int, row: sympy.Symbol, col: sympy.Symbol,
-                   fn: Callable[[ir.Value], None]) -> None:
+    def _tile_loop(
+        self, rows: int, cols: int, row: sympy.Symbol, col: sympy.Symbol, fn: Callable[[ir.Value], None]
+    ) -> None:
         """Run ``fn(flat_index)`` for every element of a ``rows x cols`` tile, with ``row``/``col`` bound."""
-        with self._range(rows, row.name) as i:
-            with self._range(cols, col.name) as j:
-                self.values[row], self.values[col] = i, j
-                fn(self.b.add(self.b.mul(i, ir.Constant(I64, cols)), j))
-                del self.values[row], self.values[col]
+        with self._range(rows, row.name) as i, self._range(cols, col.name) as j:
+            self.values[row], self.values[col] = i, j
+            fn(self.b.add(self.b.mul(i, ir.Constant(I64, cols)), j))
+            del self.values[row], self.values[col]
 
     def _ZeroAccumulator(self, tag: int, node: C.ZeroAccumulator) -> None:
         bm, bn, _ = self.kernel.macro_tile
@@ -161,8 +165,12 @@ class _Codegen:
     def _LoadTile(self, tag: int, node: C.LoadTile) -> None:
         dest = self.tiles[node.tensor]
         src = self.args[node.tensor]
-        self._tile_loop(*node.shape, node.row, node.col,
-                        lambda flat: self.b.store(self._masked_load(src, node.address, node.mask), self._elem(dest, flat)))
+        self._tile_loop(
+            *node.shape,
+            node.row,
+            node.col,
+            lambda flat: self.b.store(self._masked_load(src, node.address, node.mask), self._elem(dest, flat)),
+        )
 
     def _Multiply(self, tag: int, node: C.Multiply) -> None:
         bm, bn, bk = self.kernel.macro_tile
@@ -203,7 +211,7 @@ class _Codegen:
         b = self.b
         elem = ELEM[self.kernel.dtype]
         alpha, beta = self.args["alpha"], self.args["beta"]
-        use_c = b.fcmp_ordered("!=", beta, ir.Constant(F32, 0.0))
+        use_c = b.fcmp_unordered("!=", beta, ir.Constant(F32, 0.0))  # NaN beta reads C, as numpy
 
         def store(flat: ir.Value) -> None:
             with b.if_then(self.expr.emit(node.mask)):
@@ -220,4 +228,3 @@ class _Codegen:
                 b.store(b.fptrunc(out, elem) if elem != F32 else out, self._elem(self.args["D"], addr))
 
         self._tile_loop(*node.shape, node.row, node.col, store)
-

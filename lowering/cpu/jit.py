@@ -14,12 +14,20 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-__all__ = ["Compiled", "compile_ir", "cache_info"]
+__all__ = ["Compiled", "cache_info", "compile_ir"]
 
 SIGNATURE = ctypes.CFUNCTYPE(
     ctypes.c_int32,
-    ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-    ctypes.c_float, ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+    ctypes.c_int64,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_float,
+    ctypes.c_float,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
 )
 
 
@@ -43,8 +51,9 @@ def _target_machine() -> llvm.TargetMachine:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3)
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+    )
 
 
 def compile_ir(ir_text: str, name: str) -> Compiled:

@@ -21,14 +21,35 @@ def seed_streamk2tile_graph() -> ctgraph.CoordinateGraph:
     return ctgraph.compile(g, transform="streamk2tile", workgroups=SEED_WORKGROUPS, target="cpu").graph
 
 
+def seed_control_streamk() -> object:
+    """The control graph of the seed example under plain Stream-K."""
+    g = ctgraph.gemm(**SEED)
+    return ctgraph.compile(g, transform="streamk", workgroups=SEED_WORKGROUPS, target="cpu").control
+
+
+def seed_cuda_source() -> str:
+    """CUDA C++ for the seed's numbers (10 x 12 tiles, 512 k-iterations, 32 WGs) on a one-warp 16x16x16 tile."""
+    g = ctgraph.gemm(160, 192, 8192, macro_tile=(16, 16, 16))
+    return ctgraph.compile(
+        g, transform="streamk2tile", workgroups=SEED_WORKGROUPS, target="cuda", build=False, warps=1
+    ).source
+
+
 GOLDEN = {
     "seed_streamk2tile.dot": seed_streamk2tile_graph,
+    "seed_control_streamk.dot": seed_control_streamk,
+    "seed_streamk2tile.cu": seed_cuda_source,
 }
 
 
 def write(name: str, directory: Path = HERE) -> Path:
     """Write golden file ``name`` into ``directory``; returns its path."""
-    return ctgraph.dump(GOLDEN[name](), directory / name)
+    made = GOLDEN[name]()
+    path = directory / name
+    if isinstance(made, str):
+        path.write_text(made)
+        return path
+    return ctgraph.dump(made, path)
 
 
 def main() -> None:

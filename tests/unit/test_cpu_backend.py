@@ -200,11 +200,6 @@ def test_read_only_inputs_are_accepted(transform):
     check_close(kern(A, B, C, alpha=1.0, beta=1.0), A, B, C, 1.0, 1.0)
 
 
-@pytest.mark.xfail(
-    reason="lowering/cpu/codegen.py _Epilogue tests beta != 0 with an *ordered* compare, so "
-    "beta=NaN skips C and D ignores beta (should be NaN, as numpy gives)",
-    strict=False,
-)
 @pytest.mark.parametrize("transform", ["streamk"])
 def test_nan_beta_propagates(transform):
     shape = (20, 20, 20)

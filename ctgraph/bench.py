@@ -1,0 +1,210 @@
+"""``python -m ctgraph bench``: time the transforms against cuBLAS on the GPU, in the same run.
+
+For every shape of a CSV (``m,n,k``), with fp16 inputs and the same macro tile for every transform:
+ctgraph's dataparallel, streamk and streamk2tile kernels and ``torch.matmul`` (cuBLAS, fp32 accumulate,
+reduced-precision reduction off). Two times per GEMM, as ``docs/benchmarks.md`` explains:
+
+- **kernel**: GPU time only -- a CUDA graph of back-to-back launches, replayed; median of 7 replays;
+- **call**: what Python callers see -- CUDA events around back-to-back calls filling >= 2 ms, median of 7.
+
+Writes ``results.csv``, ``results.md`` (TFLOP/s, % of the 989 TF fp16 peak, ratio to cuBLAS and to
+ctgraph's own data-parallel kernel) and ``results.png`` into ``--out``. Needs torch and a GPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .passes import TRANSFORMS
+
+__all__ = ["PEAK_TFLOPS", "run_bench"]
+
+PEAK_TFLOPS = 989.0  # H100 SXM dense fp16 tensor peak
+DEFAULT_SHAPES = Path(__file__).resolve().parents[1] / "tests" / "bench" / "anchors.csv"
+SAMPLES = 7
+FILL_S = 2e-3
+
+
+def read_shapes(path: str | Path) -> list[tuple[int, int, int]]:
+    with open(path) as f:
+        return [(int(r["m"]), int(r["n"]), int(r["k"])) for r in csv.DictReader(f)]
+
+
+def _call_time(fn: Callable[[], Any]) -> float:
+    import torch
+
+    fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    reps = max(1, min(1000, math.ceil(FILL_S / max(start.elapsed_time(end) * 1e-3, 1e-7))))
+    samples = []
+    for _ in range(SAMPLES):
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / reps)
+    return statistics.median(samples)
+
+
+def _kernel_time(fn: Callable[[], Any], reps: int) -> float:
+    """GPU time per call from a CUDA graph of ``reps`` launches (host dispatch excluded)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        fn()  # allocations (workspace, flags) happen outside the capture
+        fn()
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(reps):
+            fn()
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(SAMPLES):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / reps)
+    return statistics.median(samples)
+
+
+def run_bench(
+    shapes: list[tuple[int, int, int]],
+    out: Path,
+    macro_tile: tuple[int, int, int] = (128, 128, 32),
+    transforms: tuple[str, ...] = TRANSFORMS,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    import torch
+
+    import ctgraph
+
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is in the plot extra
+        tqdm = None
+    jobs = [(s, t) for s in shapes for t in (*transforms, "cublas")]
+    bar = tqdm(total=len(jobs), unit="gemm", disable=not progress) if tqdm else None
+    rows = []
+    for m, n, k in shapes:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        A = torch.randn(m, k, device="cuda", dtype=torch.float16, generator=gen)
+        B = torch.randn(k, n, device="cuda", dtype=torch.float16, generator=gen)
+        D = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        ref = torch.matmul(A, B)
+        flop = 2.0 * m * n * k
+        row: dict[str, Any] = {"m": m, "n": n, "k": k}
+        runners: dict[str, Callable[[], Any]] = {"cublas": lambda A=A, B=B, D=D: torch.matmul(A, B, out=D)}
+        for t in transforms:
+            kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=macro_tile), transform=t, target="cuda")
+            row[f"{t}_workgroups"] = kern.workgroups
+            runners[t] = lambda kern=kern, A=A, B=B, D=D: kern(A, B, out=D, stream=torch.cuda.current_stream())
+            runners[t]()
+            row[f"{t}_maxerr"] = float((D.float() - ref.float()).abs().max())
+        for name, fn in runners.items():
+            call = _call_time(fn)
+            reps = max(1, min(200, math.ceil(FILL_S / call)))
+            kernel = _kernel_time(fn, reps)
+            row[f"{name}_call_us"], row[f"{name}_kernel_us"] = call * 1e6, kernel * 1e6
+            row[f"{name}_tflops"] = flop / kernel / 1e12
+            row[f"{name}_call_tflops"] = flop / call / 1e12
+            if bar:
+                bar.set_description(f"{m}x{n}x{k} {name}: {row[f'{name}_tflops']:.0f} TF")
+                bar.update()
+        rows.append(row)
+    if bar:
+        bar.close()
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, out / "results.csv")
+    (out / "results.md").write_text(markdown(rows, transforms, torch.cuda.get_device_name()))
+    plot(rows, transforms, out / "results.png")
+    return rows
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: str) -> str:
+    vs_dp = [t for t in transforms if t != "dataparallel"] if "dataparallel" in transforms else []
+    short = {"dataparallel": "DP", "streamk": "SK", "streamk2tile": "SK2T", "cublas": "cuBLAS"}
+    head = [
+        "m",
+        "n",
+        "k",
+        *[f"{short[t]} TF" for t in (*transforms, "cublas")],
+        *[f"{short[t]} / cuBLAS" for t in transforms],
+        *[f"{short[t]} / DP" for t in vs_dp],
+        "best % peak",
+    ]
+    lines = [
+        f"Device: {device}. Kernel time (CUDA graph replay), fp16 in/out, fp32 accumulate.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in rows:
+        tf = {t: r[f"{t}_tflops"] for t in (*transforms, "cublas")}
+        cells = [
+            r["m"],
+            r["n"],
+            r["k"],
+            *[f"{tf[t]:.0f}" for t in tf],
+            *[f"{tf[t] / tf['cublas']:.2f}" for t in transforms],
+            *[f"{tf[t] / tf['dataparallel']:.2f}" for t in vs_dp],
+            f"{100 * max(tf[t] for t in transforms) / PEAK_TFLOPS:.0f}%",
+        ]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    lines += ["", "Geomean over these shapes (kernel time / call time):", ""]
+    for t in transforms:
+        kr = geomean([r[f"{t}_tflops"] / r["cublas_tflops"] for r in rows])
+        cr = geomean([r[f"{t}_call_tflops"] / r["cublas_call_tflops"] for r in rows])
+        line = f"- {t}: {kr:.3f}x cuBLAS (call time {cr:.3f}x)"
+        if t in vs_dp:
+            line += f", {geomean([r[f'{t}_tflops'] / r['dataparallel_tflops'] for r in rows]):.3f}x own dataparallel"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], transforms: tuple[str, ...], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows]
+    names = (*transforms, "cublas")
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(rows) + 2), 4), dpi=90)
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(rows))]
+        ax.bar(xs, [r[f"{name}_tflops"] for r in rows], width, label=name)
+    ax.axhline(PEAK_TFLOPS, color="k", lw=0.6, ls="--")
+    ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("TFLOP/s (kernel time)")
+    ax.legend(fontsize=7, ncol=len(names))
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)

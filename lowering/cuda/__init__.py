@@ -1,0 +1,210 @@
+"""The CUDA backend: control graph -> CUDA C++ with inline PTX -> cubin (pycuda's nvcc) -> launch.
+
+``build(kernel)`` returns a :class:`CudaProgram` whose ``source`` needs no GPU; the binary is built on
+first call (or by ``compile(..., build=True)``). The grid is ``kernel.workgroups`` and must not exceed
+the number of CTAs that can be resident at once (the occupancy API): the fixup spin-waits would
+deadlock on a CTA that is not running. Workspace and flags belong to the program, one set per stream,
+and the flags reset themselves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import threading
+from typing import Any
+
+import numpy as np
+
+from ctgraph.lower import lower_to_control, partial_slots
+from ctgraph.operands import check_scalars
+from ctgraph.params import bindings
+
+from .codegen import generate, layout
+from .nvcc import ptx
+from .operands import Operand, classify
+from .options import CudaOptions
+
+__all__ = ["CudaProgram", "build", "default_workgroups", "options_from"]
+
+_MODULES: dict[tuple[str, str], Any] = {}
+_LOCK = threading.Lock()
+INT32_MAX = 2**31 - 1
+
+
+def options_from(options: dict[str, Any]) -> CudaOptions:
+    names = {f.name for f in dataclasses.fields(CudaOptions)}
+    unknown = set(options) - names - {"build"}
+    if unknown:
+        raise ValueError(f"unknown CUDA options {sorted(unknown)}; valid: {sorted(names | {'build'})}")
+    return CudaOptions(**{k: v for k, v in options.items() if k in names})
+
+
+def _context() -> None:
+    import pycuda.autoprimaryctx  # noqa: F401 -- the device's primary context, shared with torch
+
+
+def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int) -> Any:
+    """Compile and load once per (source, arch): a new shape reuses the same binary."""
+    from .driver import load_function
+    from .nvcc import cubin
+
+    key = (source, opts.arch)
+    with _LOCK:
+        if key not in _MODULES:
+            _context()
+            _MODULES[key] = load_function(cubin(source, opts.arch), name, threads, smem)
+        return _MODULES[key]
+
+
+class CudaProgram:
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        p = kernel.problem
+        self.options = options_from(kernel.options)
+        self.control = lower_to_control(kernel.graph)
+        self.layout = layout(p.macro_tile, p.dtype, self.options)
+        self.root = self.control[self.control.root]
+        # NOTE: 16-byte vector loads need rows of A (k) and B (n) that are whole vectors.
+        self.vector = self.options.vector and p.dtype == "float16" and p.k % 8 == 0 and p.n % 8 == 0
+        self.sources = {
+            v: generate(self.control, dataclasses.replace(self.options, vector=v))
+            for v in sorted({self.vector, False}, reverse=True)
+        }
+        self.source = self.sources[self.vector]
+        values = bindings(kernel.graph)
+        too_big = {s.name: v for s, v in values.items() if v > INT32_MAX}
+        if too_big:
+            raise ValueError(f"sizes {too_big} exceed 32-bit index math; split the GEMM")
+        self.params = [values[s] for s in self.root.params]
+        self.slots = max(partial_slots(kernel.graph), 1)
+        self._workspaces: dict[int, tuple[Any, Any]] = {}
+        self._ptx: dict[bool, str] = {}
+
+    @property
+    def ptx(self) -> str:
+        if self.vector not in self._ptx:
+            self._ptx[self.vector] = ptx(self.source, self.options.arch)
+        return self._ptx[self.vector]
+
+    @property
+    def smem_bytes(self) -> int:
+        L = self.layout
+        elem = 2 if self.kernel.problem.dtype == "float16" else 4
+        a = L["BM"] * (L["BK"] + (0 if elem == 2 else 1))
+        return L["STAGES"] * (a + L["BK"] * L["BN"]) * elem
+
+    def function(self, vector: bool | None = None) -> Any:
+        v = self.vector if vector is None else vector
+        return _load(self.sources[v], self.root.name, self.options, self.layout["THREADS"], self.smem_bytes)
+
+    def build(self) -> CudaProgram:
+        fn = self.function()
+        limit = fn.resident_ctas()
+        if self.kernel.workgroups > limit:
+            raise ValueError(
+                f"workgroups={self.kernel.workgroups} exceeds the {limit} CTAs of this kernel that can be "
+                "resident at once on this GPU; Stream-K's fixup waits would deadlock. Use workgroups<="
+                f"{limit} (or leave it None)"
+            )
+        return self
+
+    def _workspace(self, stream: int) -> tuple[Any, Any]:
+        if stream not in self._workspaces:
+            import pycuda.gpuarray as ga
+
+            bm, bn = self.layout["BM"], self.layout["BN"]
+            self._workspaces[stream] = (ga.zeros(self.slots * bm * bn, np.float32), ga.zeros(self.slots, np.uint32))
+        return self._workspaces[stream]
+
+    def __call__(
+        self,
+        A: Any,
+        B: Any,
+        C: Any = None,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        out: Any = None,
+        stream: Any = None,
+    ) -> Any:
+        p = self.kernel.problem
+        alpha, beta = check_scalars(alpha, beta)
+        if C is None and beta != 0:
+            raise ValueError("C is required when beta != 0 (pass C, or beta=0.0)")
+        ops = {n: classify(p, n, x) for n, x in (("A", A), ("B", B), ("C", C), ("out", out)) if x is not None}
+        handle = _stream_handle(stream)
+        self.build()
+        import pycuda.gpuarray as ga
+
+        dev: dict[str, Any] = {}
+        for n, op in ops.items():
+            if op.host:
+                dev[n] = ga.to_gpu(op.obj) if n != "out" else ga.empty(op.obj.shape, op.obj.dtype)
+                op.ptr = int(dev[n].gpudata)
+        if "out" not in ops:
+            D, ptr_d = _allocate_like(ops["A"], (p.m, p.n), p.dtype)
+            ops["out"] = Operand("out", D, host=False, ptr=ptr_d)
+        vector = self.vector and all(ops[n].ptr % 16 == 0 for n in ("A", "B"))
+        ws, flags = self._workspace(handle)
+        c_ptr = ops["C"].ptr if "C" in ops else 0
+        args = [
+            ctypes.c_void_p(ops["A"].ptr),
+            ctypes.c_void_p(ops["B"].ptr),
+            ctypes.c_void_p(c_ptr),
+            ctypes.c_void_p(ops["out"].ptr),
+            ctypes.c_float(alpha),
+            ctypes.c_float(beta),
+            ctypes.c_void_p(int(ws.gpudata)),
+            ctypes.c_void_p(int(flags.gpudata)),
+            *[ctypes.c_int(v) for v in self.params],
+        ]
+        self.function(vector).launch(self.kernel.workgroups, args, handle)
+        result = ops["out"].obj
+        if ops["A"].host:
+            host = out if out is not None else np.empty((p.m, p.n), p.dtype)
+            src = dev.get("out")
+            if src is None:
+                src = result
+            src.get(host)
+            return host
+        return result
+
+
+def _stream_handle(stream: Any) -> int:
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "handle"):  # torch.cuda.Stream, pycuda.driver.Stream
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    raise TypeError(f"stream must be None, an int handle, a torch or pycuda stream, got {type(stream).__name__}")
+
+
+def _allocate_like(a: Operand, shape: tuple[int, int], dtype: str) -> tuple[Any, int]:
+    """The output: a torch tensor when A is one, else a pycuda GPUArray."""
+    if not a.host and type(a.obj).__module__.startswith("torch"):
+        import torch
+
+        t = torch.empty(shape, dtype=getattr(torch, dtype), device=a.obj.device)
+        return t, t.data_ptr()
+    import pycuda.gpuarray as ga
+
+    g = ga.empty(shape, dtype)
+    return g, int(g.gpudata)
+
+
+def build(kernel: Any) -> CudaProgram:
+    prog = CudaProgram(kernel)
+    if kernel.options.get("build", True):
+        prog.build()
+    return prog
+
+
+def default_workgroups(graph: Any, transform: str, options: dict[str, Any]) -> int:
+    """The co-resident CTA count of this kernel on the current GPU (occupancy x SMs)."""
+    from ctgraph.api import Kernel
+
+    probe = CudaProgram(Kernel(graph, transform, 1, "cuda", options))
+    return int(probe.function().resident_ctas())

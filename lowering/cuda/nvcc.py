@@ -1,0 +1,64 @@
+"""nvcc for the CUDA backend: cubins through pycuda's compiler (its disk cache in ``CTGRAPH_CACHE_DIR``),
+and PTX text / compile-only checks through the nvcc binary (no GPU or pycuda needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ctgraph import knobs
+
+__all__ = ["NVCC_OPTIONS", "cubin", "nvcc_available", "ptx"]
+
+NVCC_OPTIONS = ("-O3", "-std=c++17")
+
+
+def nvcc_available() -> bool:
+    return shutil.which("nvcc") is not None
+
+
+def _cache(kind: str) -> Path:
+    d = knobs.cache_dir() / kind
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def cubin(source: str, arch: str) -> bytes:
+    """Compile with pycuda (``pycuda.compiler.compile``, the compile step of ``SourceModule``)."""
+    from pycuda.compiler import compile as pycuda_compile
+
+    return pycuda_compile(
+        source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch, cache_dir=str(_cache("pycuda"))
+    )
+
+
+def _run_nvcc(source: str, arch: str, target: str) -> bytes:
+    if not nvcc_available():
+        raise RuntimeError("nvcc is not on PATH: install the CUDA toolkit to compile or inspect generated kernels")
+    key = hashlib.sha256("\0".join((source, arch, target, *NVCC_OPTIONS)).encode()).hexdigest()
+    cached = _cache("nvcc") / f"{key}.{target}"
+    if cached.exists():
+        return cached.read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "kernel.cu", Path(tmp) / f"kernel.{target}"
+        src.write_text(source)
+        cmd = ["nvcc", f"-arch={arch}", f"-{target}", *NVCC_OPTIONS, "-o", str(out), str(src)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{r.stderr}")
+        data = out.read_bytes()
+    cached.write_bytes(data)
+    return data
+
+
+def ptx(source: str, arch: str) -> str:
+    """The PTX text nvcc makes of ``source`` (cached on disk by source, arch and options)."""
+    return _run_nvcc(source, arch, "ptx").decode()
+
+
+def check_cubin(source: str, arch: str) -> bytes:
+    """Compile to a cubin with the nvcc binary (CI's compile-only check)."""
+    return _run_nvcc(source, arch, "cubin")

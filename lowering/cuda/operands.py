@@ -1,0 +1,49 @@
+"""Operands of a CUDA kernel call: numpy arrays (copied to the GPU), pycuda GPUArrays and any object
+with ``__cuda_array_interface__`` (torch tensors; no copy). Validation happens before any launch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ctgraph.gemm import GemmProblem
+from ctgraph.operands import check_array, expected_shapes
+
+__all__ = ["Operand", "classify"]
+
+TYPESTR = {"<f2": "float16", "<f4": "float32"}
+
+
+@dataclass
+class Operand:
+    name: str
+    obj: Any
+    host: bool  # a numpy array that must be copied
+    ptr: int = 0
+
+    @property
+    def aligned16(self) -> bool:
+        return self.host or self.ptr % 16 == 0
+
+
+def classify(p: GemmProblem, name: str, x: Any) -> Operand:
+    """Check one operand and say how to reach it; errors name the argument."""
+    shape = expected_shapes(p)[name]
+    if isinstance(x, np.ndarray):
+        check_array(p, name, x, shape, p.dtype, x.shape, x.dtype, x.flags.c_contiguous)
+        return Operand(name, x, host=True)
+    iface = getattr(x, "__cuda_array_interface__", None)
+    if iface is None:
+        raise TypeError(
+            f"{name} must be a numpy array, a pycuda GPUArray or an object with "
+            f"__cuda_array_interface__ (e.g. a CUDA torch tensor), got {type(x).__name__}"
+        )
+    dims = tuple(iface["shape"])
+    dtype = TYPESTR.get(iface["typestr"], iface["typestr"])
+    strides = iface.get("strides")
+    itemsize = 2 if dtype == "float16" else 4
+    contiguous = strides is None or tuple(strides) == (dims[1] * itemsize, itemsize)
+    check_array(p, name, x, shape, p.dtype, dims, dtype, contiguous)
+    return Operand(name, x, host=False, ptr=int(iface["data"][0]))

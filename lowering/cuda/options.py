@@ -1,0 +1,29 @@
+"""Options of the CUDA backend: a frozen record, part of the kernel's cache key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CudaOptions"]
+
+
+@dataclass(frozen=True)
+class CudaOptions:
+    """``warps``: warps per CTA; ``stages``: shared-memory pipeline depth; ``vector``: 16-byte ``cp.async``
+    loads (needs rows of A and B that are multiples of 8 elements and 16-byte aligned pointers; the
+    runtime picks the scalar-load variant otherwise); ``arch``: the nvcc target."""
+
+    warps: int = 8
+    stages: int = 4
+    vector: bool = True
+    arch: str = "sm_90a"
+
+    def __post_init__(self) -> None:
+        if self.warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"warps must be 1, 2, 4, 8 or 16, got {self.warps!r}")
+        if not isinstance(self.stages, int) or not 1 <= self.stages <= 8:
+            raise ValueError(f"stages must be an integer in [1, 8], got {self.stages!r}")
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps

@@ -1,0 +1,138 @@
+"""The CUDA backend on a GPU: correctness on odd shapes, determinism, streams, inputs, sanitizers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import ctgraph
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [
+    (1, 1, 1),  # m = 1, n = 1, k < BK
+    (1, 257, 64),  # m = 1, partial n tile
+    (100, 37, 20),  # k < BK, partial tiles
+    (129, 130, 1000),  # k not a multiple of BK, n not a multiple of 8 (element loads)
+    (300, 300, 512),  # fewer tiles (9) than SMs
+    (1024, 1024, 1024),
+    (256, 256, 65536),  # few tiles, long k: Stream-K's case
+]
+
+
+def operands(m, n, k, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal(s).astype(dtype) for s in ((m, k), (k, n), (m, n)))
+
+
+def check(D, A, B, C, alpha, beta, dtype):
+    ref = alpha * (A.astype(np.float64) @ B.astype(np.float64)) + beta * C.astype(np.float64)
+    scale = max(1.0, float(np.abs(ref).max()))
+    err = float(np.abs(D.astype(np.float64) - ref).max()) / scale
+    tol = 3e-3 if dtype == "float16" else 2e-6 * np.sqrt(A.shape[1]) + 1e-6
+    assert err < tol, f"relative error {err:.3e} > {tol:.1e}"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matches_numpy_and_repeats_bit_identical(shape, transform, dtype):
+    m, n, k = shape
+    A, B, C = operands(m, n, k, dtype)
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, dtype=dtype), transform=transform, target="cuda")
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, dtype)
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+@pytest.mark.parametrize("workgroups", [1, 7, 64])
+def test_any_grid_up_to_resident(workgroups):
+    A, B, C = operands(700, 500, 3000, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(700, 500, 3000), transform="streamk2tile", workgroups=workgroups, target="cuda")
+    check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+
+
+def test_grid_larger_than_resident_is_refused():
+    kern = ctgraph.compile(ctgraph.gemm(256, 256, 256), transform="streamk", workgroups=100, target="cuda")
+    resident = kern.program.function().resident_ctas()
+    with pytest.raises(ValueError, match="resident"):
+        ctgraph.compile(ctgraph.gemm(256, 256, 256), transform="streamk", workgroups=resident + 1, target="cuda")
+
+
+def test_torch_tensors_streams_and_out():
+    torch = pytest.importorskip("torch")
+    m, n, k = 1408, 1664, 8192
+    A = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    B = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    ref = (A.double() @ B.double()).cpu().numpy()
+    k1 = ctgraph.compile(ctgraph.gemm(m, n, k), transform="streamk2tile", target="cuda")
+    k2 = ctgraph.compile(ctgraph.gemm(m, n, k), transform="streamk", target="cuda")
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    D1 = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    D2 = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    for _ in range(5):  # two kernels with fixup on two streams at once
+        with torch.cuda.stream(s1):
+            k1(A, B, out=D1, stream=s1)
+        with torch.cuda.stream(s2):
+            k2(A, B, out=D2, stream=s2)
+    torch.cuda.synchronize()
+    for D in (D1, D2):
+        assert np.abs(D.double().cpu().numpy() - ref).max() / np.abs(ref).max() < 3e-3
+    D3 = k1(A, B)  # allocated output, a torch tensor like A
+    assert isinstance(D3, torch.Tensor) and torch.equal(D3, D1)
+
+
+def test_gpuarray_inputs():
+    import pycuda.gpuarray as ga
+
+    A, B, C = operands(200, 300, 400, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(200, 300, 400), transform="streamk", target="cuda")
+    D = kern(ga.to_gpu(A), ga.to_gpu(B), ga.to_gpu(C), beta=2.0)
+    check(D.get(), A, B, C, 1.0, 2.0, "float16")
+
+
+def test_bad_operands_raise_before_launch():
+    A, B, _ = operands(64, 64, 64, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(64, 64, 64), transform="streamk", target="cuda")
+    with pytest.raises(ValueError, match="A must have shape"):
+        kern(A[:32], B)
+    with pytest.raises(TypeError, match="dtype"):
+        kern(A.astype(np.float32), B)
+    with pytest.raises(ValueError, match="contiguous"):
+        kern(np.asfortranarray(A), B)
+    with pytest.raises(ValueError, match="C is required"):
+        kern(A, B, beta=1.0)
+    with pytest.raises(TypeError, match="numpy array"):
+        kern(A.tolist(), B)
+
+
+SANITIZE = textwrap.dedent("""
+    import numpy as np, ctgraph
+    A = np.ones((150, 70), np.float16); B = np.ones((70, 90), np.float16)
+    for t in ctgraph.TRANSFORMS:
+        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
+                               target="cuda", warps=4, stages=2)
+        assert (kern(A, B) == 70).all()
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_compute_sanitizer(tool):
+    exe = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not os.path.exists(exe):
+        pytest.skip("compute-sanitizer is not installed")
+    r = subprocess.run(
+        [exe, f"--tool={tool}", "--error-exitcode=3", sys.executable, "-c", SANITIZE],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "ERROR SUMMARY: 0 errors" in r.stdout or "RACECHECK SUMMARY: 0 hazards" in r.stdout, r.stdout[-2000:]

@@ -1,0 +1,89 @@
+"""CUDA code generation without a GPU: determinism, nvcc compile-only checks, PTX contents, golden .cu."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import ctgraph
+from lowering.cuda.nvcc import check_cubin, nvcc_available
+from tests.golden.regenerate import seed_cuda_source
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed (CUDA toolkit)")
+
+
+def cuda_kernel(transform: str, dtype: str = "float16", shape=(1000, 1000, 1000), tile=(128, 128, 32), **opts):
+    g = ctgraph.gemm(*shape, macro_tile=tile, dtype=dtype)
+    return ctgraph.compile(g, transform=transform, workgroups=132, target="cuda", build=False, **opts)
+
+
+def test_source_needs_no_gpu_and_is_deterministic():
+    a, b = cuda_kernel("streamk2tile").source, cuda_kernel("streamk2tile").source
+    assert a == b
+    assert 'extern "C" __global__' in a
+
+
+def test_one_source_serves_every_shape():
+    assert (
+        cuda_kernel("streamk", shape=(1000, 1000, 1000)).source == cuda_kernel("streamk", shape=(4096, 512, 64)).source
+    )
+
+
+def test_index_math_is_integer():
+    src = cuda_kernel("streamk").source
+    assert "floor(" not in src and "fmod" not in src and "std::" not in src
+    assert re.search(r"/ numTilesK\)", src) and re.search(r"% numTilesN\)", src)
+
+
+def test_bad_tile_for_mma_path():
+    with pytest.raises(ValueError, match="BK"):
+        _ = cuda_kernel("streamk", tile=(128, 128, 8)).source
+
+
+def test_unknown_option():
+    with pytest.raises(ValueError, match="unknown CUDA options"):
+        _ = cuda_kernel("streamk", bogus=1).source
+
+
+def test_workgroups_required_without_build():
+    with pytest.raises(ValueError, match="workgroups"):
+        ctgraph.compile(ctgraph.gemm(64, 64, 64), transform="streamk", target="cuda", build=False)
+
+
+def test_golden_seed_cu():
+    path = GOLDEN / "seed_streamk2tile.cu"
+    assert seed_cuda_source() == path.read_text(), "generated CUDA changed: run `make golden` if intended"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
+def test_nvcc_compiles_and_ptx_has_expected_instructions(transform, dtype):
+    kern = cuda_kernel(transform, dtype)
+    assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
+    ptx = kern.ptx
+    if dtype == "float16":
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+        assert "ldmatrix.sync.aligned" in ptx and "cp.async.cg.shared.global" in ptx
+    else:
+        assert "fma.rn.f32" in ptx
+    fixup = ("ld.acquire.gpu", "red.release.gpu")
+    if transform == "dataparallel":
+        assert not any(op in ptx for op in fixup)
+    else:
+        assert all(op in ptx for op in fixup)
+
+
+@needs_nvcc
+def test_scalar_load_variant_compiles():
+    kern = cuda_kernel("streamk2tile", shape=(1000, 1001, 999))  # n, k not multiples of 8: element loads
+    assert "cp_async_16(" not in kern.source
+    check_cubin(kern.source, "sm_90a")
+
+
+@needs_nvcc
+def test_seed_kernel_compiles():
+    check_cubin(seed_cuda_source(), "sm_90a")
