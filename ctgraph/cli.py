@@ -119,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("bench", help="time the transforms and cuBLAS on the GPU for a CSV of shapes (needs torch)")
     p.add_argument("shapes", nargs="?", help="CSV with columns m,n,k (default: tests/bench/anchors.csv)")
     p.add_argument("--out", default="out/bench", help="directory for results.csv/.md/.png")
-    p.add_argument("--tile", type=int, nargs=3, default=(128, 128, 32), metavar=("BM", "BN", "BK"))
+    p.add_argument("--tile", type=int, nargs=3, default=(128, 128, 64), metavar=("BM", "BN", "BK"),
+                   help="macro tile for every transform (default 128 128 64, the fastest measured on the H100)")
     p.add_argument("--transforms", nargs="+", choices=TRANSFORMS, default=list(TRANSFORMS))
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.set_defaults(func=cmd_bench)

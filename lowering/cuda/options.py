@@ -13,8 +13,8 @@ class CudaOptions:
     loads (needs rows of A and B that are multiples of 8 elements and 16-byte aligned pointers; the
     runtime picks the scalar-load variant otherwise); ``arch``: the nvcc target."""
 
-    warps: int = 8
-    stages: int = 4
+    warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
+    stages: int = 3
     vector: bool = True
     arch: str = "sm_90a"
 
