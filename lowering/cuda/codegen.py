@@ -7,7 +7,7 @@ are lowered per element type:
 - **float16**: ``mma.sync.m16n8k16`` tensor-core MACs; A and B tiles go through a ``stages``-deep
   ``cp.async`` shared-memory pipeline (16-byte vectors, zero-filled when masked off) with an XOR
   swizzle so ``ldmatrix`` reads are free of bank conflicts; warps form a ``WM x WN`` grid over the tile.
-- **float32**: exact fp32 FMA on a 16 x 16 thread grid (the simpler path), tiles loaded element-wise.
+- **float32**: exact fp32 FMA on a 16 x (threads/16) thread grid (the simpler path), element-wise loads.
 
 The innermost ForLoop (``k = ...; LoadTile A; LoadTile B; Multiply``) becomes a software pipeline:
 its trip count is found once per tile by bisection on the loop condition (it holds on a prefix,
@@ -58,21 +58,12 @@ def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> d
             "NACC": mi * ni * 4,
             "STAGES": opts.stages,
         }
-    if t != 256 or bm % 16 or bn % 16:
-        raise ValueError(
-            f"the fp32 FMA path needs 8 warps and BM, BN multiples of 16, got {opts.warps} warps "
-            f"and macro_tile {macro_tile}"
-        )
-    return {
-        "BM": bm,
-        "BN": bn,
-        "BK": bk,
-        "THREADS": t,
-        "TM": bm // 16,
-        "TN": bn // 16,
-        "NACC": (bm // 16) * (bn // 16),
-        "STAGES": min(opts.stages, 2),
-    }
+    ty = t // 16  # fp32 FMA path: a 16 x (threads/16) thread grid, each thread a strided TM x TN block
+    if bm % ty or bn % 16:
+        raise ValueError(f"the fp32 FMA path with {opts.warps} warps needs BM a multiple of {ty} and BN of 16, "
+                         f"got macro_tile {macro_tile}")
+    return {"BM": bm, "BN": bn, "BK": bk, "THREADS": t, "TY": ty, "TM": bm // ty, "TN": bn // 16,
+            "NACC": (bm // ty) * (bn // 16), "STAGES": min(opts.stages, 2)}
 
 
 class _Writer:
@@ -314,7 +305,7 @@ class _Codegen:
             w.open("for (int kk_ = 0; kk_ < BK; ++kk_)")
             w("float ra_[TM], rb_[TN];")
             w("#pragma unroll")
-            w("for (int r_ = 0; r_ < TM; ++r_) ra_[r_] = a_[(ty_ + 16 * r_) * (BK + 1) + kk_];")
+            w("for (int r_ = 0; r_ < TM; ++r_) ra_[r_] = a_[(ty_ + TY * r_) * (BK + 1) + kk_];")
             w("#pragma unroll")
             w("for (int c_ = 0; c_ < TN; ++c_) rb_[c_] = b_[kk_ * BN + tx_ + 16 * c_];")
             w("#pragma unroll")
@@ -367,7 +358,7 @@ class _Codegen:
             row = "warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0)"
             col = "warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1)"
         else:
-            row, col = "ty_ + 16 * (e_ / TN)", "tx_ + 16 * (e_ % TN)"
+            row, col = "ty_ + TY * (e_ / TN)", "tx_ + 16 * (e_ % TN)"
         return row, col
 
     def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
