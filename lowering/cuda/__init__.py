@@ -87,16 +87,9 @@ class CudaProgram:
             self._ptx[self.vector] = ptx(self.source, self.options.arch)
         return self._ptx[self.vector]
 
-    @property
-    def smem_bytes(self) -> int:
-        L = self.layout
-        elem = 2 if self.kernel.problem.dtype == "float16" else 4
-        a = L["BM"] * (L["BK"] + (0 if elem == 2 else 1))
-        return L["STAGES"] * (a + L["BK"] * L["BN"]) * elem
-
     def function(self, vector: bool | None = None) -> Any:
         v = self.vector if vector is None else vector
-        return _load(self.sources[v], self.root.name, self.options, self.layout["THREADS"], self.smem_bytes)
+        return _load(self.sources[v], self.root.name, self.options, self.layout["THREADS"], self.layout["SMEM_BYTES"])
 
     def build(self) -> CudaProgram:
         fn = self.function()

@@ -57,13 +57,32 @@ def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> d
             "NI": ni,
             "NACC": mi * ni * 4,
             "STAGES": opts.stages,
+            "A_STAGE": bm * bk,
+            "B_STAGE": bk * bn,
+            "SMEM_BYTES": opts.stages * (bm * bk + bk * bn) * 2,
         }
     ty = t // 16  # fp32 FMA path: a 16 x (threads/16) thread grid, each thread a strided TM x TN block
     if bm % ty or bn % 16:
-        raise ValueError(f"the fp32 FMA path with {opts.warps} warps needs BM a multiple of {ty} and BN of 16, "
-                         f"got macro_tile {macro_tile}")
-    return {"BM": bm, "BN": bn, "BK": bk, "THREADS": t, "TY": ty, "TM": bm // ty, "TN": bn // 16,
-            "NACC": (bm // ty) * (bn // 16), "STAGES": min(opts.stages, 2)}
+        raise ValueError(
+            f"the fp32 FMA path with {opts.warps} warps needs BM a multiple of {ty} and BN of 16, "
+            f"got macro_tile {macro_tile}"
+        )
+    stages = min(opts.stages, 2)  # element loads are synchronous: a deeper pipeline buys nothing
+    # NOTE: A rows are padded by one float so the column reads of the FMA loop avoid bank conflicts.
+    return {
+        "BM": bm,
+        "BN": bn,
+        "BK": bk,
+        "THREADS": t,
+        "TY": ty,
+        "TM": bm // ty,
+        "TN": bn // 16,
+        "NACC": (bm // ty) * (bn // 16),
+        "STAGES": stages,
+        "A_STAGE": bm * (bk + 1),
+        "B_STAGE": bk * bn,
+        "SMEM_BYTES": stages * (bm * (bk + 1) + bk * bn) * 4,
+    }
 
 
 class _Writer:
@@ -133,7 +152,7 @@ class _Codegen:
         w("using namespace ctg;")
         w(f"extern __shared__ __align__(128) {elem} smem_[];")
         w(f"{elem}* const sA_ = smem_;")
-        w(f"{elem}* const sB_ = smem_ + STAGES * {self._a_stage()};")
+        w(f"{elem}* const sB_ = smem_ + STAGES * A_STAGE;")
         w("const int tid_ = threadIdx.x;")
         if self.mma:
             w("const int lane_ = tid_ & 31, warp_m_ = (tid_ >> 5) / WN, warp_n_ = (tid_ >> 5) % WN;")
@@ -147,12 +166,6 @@ class _Codegen:
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
-
-    def _a_stage(self) -> str:
-        return "(BM * (BK + 1))" if not self.mma else "(BM * BK)"
-
-    def _b_stage(self) -> str:
-        return "(BK * BN)"
 
     def _variables(self) -> set[sympy.Symbol]:
         out = set()
@@ -216,8 +229,8 @@ class _Codegen:
             w.open(f"if ({index} < count_)")
             w(f"const int f_ = {index}, stage_ = f_ % STAGES;")
             w(f"{assign.target.name} = {cxx(assign.value.subs(fk, f))};")
-            self._load(load_a, "sA_", self._a_stage())
-            self._load(load_b, "sB_", self._b_stage())
+            self._load(load_a, "sA_", "A_STAGE")
+            self._load(load_b, "sB_", "B_STAGE")
             w.close()
             w("cp_async_commit();")
 
@@ -275,8 +288,8 @@ class _Codegen:
         w(f"const int cs_ = {stage};")
         if self.mma:
             self.templates |= {"ldmatrix_x4", "ldmatrix_x4_trans", "mma_m16n8k16", "smem_addr"}
-            w(f"const half* a_ = sA_ + cs_ * {self._a_stage()};")
-            w(f"const half* b_ = sB_ + cs_ * {self._b_stage()};")
+            w("const half* a_ = sA_ + cs_ * A_STAGE;")
+            w("const half* b_ = sB_ + cs_ * B_STAGE;")
             w("#pragma unroll")
             w.open("for (int ks_ = 0; ks_ < BK / 16; ++ks_)")
             w("unsigned fa_[MI][4], fb_[NI][2];")
@@ -299,8 +312,8 @@ class _Codegen:
             w("    for (int ni_ = 0; ni_ < NI; ++ni_) mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[mi_], fb_[ni_]);")
             w.close()
         else:
-            w(f"const float* a_ = sA_ + cs_ * {self._a_stage()};")
-            w(f"const float* b_ = sB_ + cs_ * {self._b_stage()};")
+            w("const float* a_ = sA_ + cs_ * A_STAGE;")
+            w("const float* b_ = sB_ + cs_ * B_STAGE;")
             w("#pragma unroll 4")
             w.open("for (int kk_ = 0; kk_ < BK; ++kk_)")
             w("float ra_[TM], rb_[TN];")

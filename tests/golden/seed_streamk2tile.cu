@@ -13,6 +13,9 @@ constexpr int MI = 1;
 constexpr int NI = 2;
 constexpr int NACC = 8;
 constexpr int STAGES = 3;
+constexpr int A_STAGE = 256;
+constexpr int B_STAGE = 256;
+constexpr int SMEM_BYTES = 3072;
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -66,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
     using namespace ctg;
     extern __shared__ __align__(128) half smem_[];
     half* const sA_ = smem_;
-    half* const sB_ = smem_ + STAGES * (BM * BK);
+    half* const sB_ = smem_ + STAGES * A_STAGE;
     const int tid_ = threadIdx.x;
     const int lane_ = tid_ & 31, warp_m_ = (tid_ >> 5) / WN, warp_n_ = (tid_ >> 5) % WN;
     const int wg = blockIdx.x;
@@ -106,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*m < M && j + 16*k < K;
                             const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * (BM * BK) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                      {
@@ -116,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*k < K && j + 16*n < N;
                             const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * (BK * BN) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                 }
@@ -136,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*m < M && j + 16*k < K;
                             const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * (BM * BK) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                      {
@@ -146,15 +149,15 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*k < K && j + 16*n < N;
                             const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * (BK * BN) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                 }
                 cp_async_commit();
                  {
                     const int cs_ = forK_sk % STAGES;
-                    const half* a_ = sA_ + cs_ * (BM * BK);
-                    const half* b_ = sB_ + cs_ * (BK * BN);
+                    const half* a_ = sA_ + cs_ * A_STAGE;
+                    const half* b_ = sB_ + cs_ * B_STAGE;
                     #pragma unroll
                     for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
                         unsigned fa_[MI][4], fb_[NI][2];
@@ -242,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*m < M && j + 16*k < K;
                             const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * (BM * BK) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                      {
@@ -252,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*k < K && j + 16*n < N;
                             const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * (BK * BN) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                 }
@@ -272,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*m < M && j + 16*k < K;
                             const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * (BM * BK) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                      {
@@ -282,15 +285,15 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                             const int i = v_ / 2, j = (v_ % 2) * 8;
                             const bool ok_ = i + 16*k < K && j + 16*n < N;
                             const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * (BK * BN) + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
                         }
                     }
                 }
                 cp_async_commit();
                  {
                     const int cs_ = forK_dp % STAGES;
-                    const half* a_ = sA_ + cs_ * (BM * BK);
-                    const half* b_ = sB_ + cs_ * (BK * BN);
+                    const half* a_ = sA_ + cs_ * A_STAGE;
+                    const half* b_ = sB_ + cs_ * B_STAGE;
                     #pragma unroll
                     for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
                         unsigned fa_[MI][4], fb_[NI][2];
