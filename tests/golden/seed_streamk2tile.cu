@@ -15,7 +15,6 @@ constexpr int NACC = 8;
 constexpr int STAGES = 3;
 constexpr int A_STAGE = 256;
 constexpr int B_STAGE = 256;
-constexpr int SMEM_BYTES = 3072;
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -97,29 +96,49 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                 if (((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && ((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
             }
             const int count_ = lo_;
+            // A loads: pointer, strides and row mask fixed for the whole K loop
+            const int A_i0_ = tid_ / 2, A_j0_ = (tid_ % 2) * 8;
+            const half* const A_base_ = A + (A_i0_*K + A_j0_ + 16*K*m);
+            const int A_dk_ = 16, A_dr_ = 16*K;
+            unsigned A_rows_ = 0;
+            #pragma unroll
+            for (int r_ = 0; r_ < 1; ++r_) {
+                const int i = A_i0_ + r_ * 16;
+                A_rows_ |= (unsigned)(i + 16*m < M) << r_;
+            }
+            // B loads: pointer, strides and row mask fixed for the whole K loop
+            const int B_i0_ = tid_ / 2, B_j0_ = (tid_ % 2) * 8;
+            const half* const B_base_ = B + (B_i0_*N + B_j0_ + 16*n);
+            const int B_dk_ = 16*N, B_dr_ = 16*N;
+            unsigned B_rows_ = 0;
+            #pragma unroll
+            for (int r_ = 0; r_ < 1; ++r_) {
+                const int j = B_j0_;
+                B_rows_ |= (unsigned)(j + 16*n < N) << r_;
+            }
             #pragma unroll 1
             for (int s_ = 0; s_ < STAGES - 1; ++s_) {
                 if (s_ < count_) {
                     const int f_ = s_, stage_ = f_ % STAGES;
                     k = ((f_ + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
                      {
-                        // A tile 16x16: 16-byte cp.async vectors, swizzled
+                        // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = A_base_ + k * A_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*m < M && j + 16*k < K;
-                            const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = A_i0_ + r_ * 16, j = A_j0_;
+                            const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
                         }
                     }
                      {
-                        // B tile 16x16: 16-byte cp.async vectors, swizzled
+                        // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = B_base_ + k * B_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*k < K && j + 16*n < N;
-                            const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = B_i0_ + r_ * 16, j = B_j0_;
+                            const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
                         }
                     }
                 }
@@ -133,23 +152,23 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                     const int f_ = forK_sk + STAGES - 1, stage_ = f_ % STAGES;
                     k = ((f_ + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
                      {
-                        // A tile 16x16: 16-byte cp.async vectors, swizzled
+                        // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = A_base_ + k * A_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*m < M && j + 16*k < K;
-                            const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = A_i0_ + r_ * 16, j = A_j0_;
+                            const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
                         }
                     }
                      {
-                        // B tile 16x16: 16-byte cp.async vectors, swizzled
+                        // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = B_base_ + k * B_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*k < K && j + 16*n < N;
-                            const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = B_i0_ + r_ * 16, j = B_j0_;
+                            const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
                         }
                     }
                 }
@@ -233,29 +252,49 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                 if (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
             }
             const int count_ = lo_;
+            // A loads: pointer, strides and row mask fixed for the whole K loop
+            const int A_i0_ = tid_ / 2, A_j0_ = (tid_ % 2) * 8;
+            const half* const A_base_ = A + (A_i0_*K + A_j0_ + 16*K*m);
+            const int A_dk_ = 16, A_dr_ = 16*K;
+            unsigned A_rows_ = 0;
+            #pragma unroll
+            for (int r_ = 0; r_ < 1; ++r_) {
+                const int i = A_i0_ + r_ * 16;
+                A_rows_ |= (unsigned)(i + 16*m < M) << r_;
+            }
+            // B loads: pointer, strides and row mask fixed for the whole K loop
+            const int B_i0_ = tid_ / 2, B_j0_ = (tid_ % 2) * 8;
+            const half* const B_base_ = B + (B_i0_*N + B_j0_ + 16*n);
+            const int B_dk_ = 16*N, B_dr_ = 16*N;
+            unsigned B_rows_ = 0;
+            #pragma unroll
+            for (int r_ = 0; r_ < 1; ++r_) {
+                const int j = B_j0_;
+                B_rows_ |= (unsigned)(j + 16*n < N) << r_;
+            }
             #pragma unroll 1
             for (int s_ = 0; s_ < STAGES - 1; ++s_) {
                 if (s_ < count_) {
                     const int f_ = s_, stage_ = f_ % STAGES;
                     k = ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
                      {
-                        // A tile 16x16: 16-byte cp.async vectors, swizzled
+                        // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = A_base_ + k * A_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*m < M && j + 16*k < K;
-                            const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = A_i0_ + r_ * 16, j = A_j0_;
+                            const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
                         }
                     }
                      {
-                        // B tile 16x16: 16-byte cp.async vectors, swizzled
+                        // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = B_base_ + k * B_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*k < K && j + 16*n < N;
-                            const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = B_i0_ + r_ * 16, j = B_j0_;
+                            const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
                         }
                     }
                 }
@@ -269,23 +308,23 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                     const int f_ = forK_dp + STAGES - 1, stage_ = f_ % STAGES;
                     k = ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
                      {
-                        // A tile 16x16: 16-byte cp.async vectors, swizzled
+                        // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = A_base_ + k * A_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*m < M && j + 16*k < K;
-                            const half* src_ = ok_ ? A + (K*(i + 16*m) + j + 16*k) : A;
-                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = A_i0_ + r_ * 16, j = A_j0_;
+                            const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
                         }
                     }
                      {
-                        // B tile 16x16: 16-byte cp.async vectors, swizzled
+                        // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = B_base_ + k * B_dk_;
                         #pragma unroll
-                        for (int v_ = tid_; v_ < 32; v_ += THREADS) {
-                            const int i = v_ / 2, j = (v_ % 2) * 8;
-                            const bool ok_ = i + 16*k < K && j + 16*n < N;
-                            const half* src_ = ok_ ? B + (N*(i + 16*k) + j + 16*n) : B;
-                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, v_ % 2, 2) * 8), src_, ok_ ? 16 : 0);
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = B_i0_ + r_ * 16, j = B_j0_;
+                            const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
                         }
                     }
                 }
