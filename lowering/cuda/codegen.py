@@ -18,6 +18,7 @@ Accumulators live in registers as ``acc[NACC]``; partials go to the fp32 workspa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
@@ -156,7 +157,7 @@ class _Codegen:
         w, k = self.w, self.kernel
         elem = ELEM[self.dtype]
         params = ", ".join(f"const int {p.name}" for p in k.params)
-        w(f'extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) {k.name}(')
+        w(f'extern "C" __global__ void __launch_bounds__(ctg::THREADS, {self.opts.ctas_per_sm}) {k.name}(')
         w(f"    const {elem}* __restrict__ A, const {elem}* __restrict__ B, const {elem}* C, {elem}* D,")
         w("    const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,")
         w(f"    {params})")
@@ -258,8 +259,8 @@ class _Codegen:
         w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name})")
         w("cp_async_wait<STAGES - 2 < 0 ? 0 : STAGES - 2>();")
         w("__syncthreads();")
-        fetch(f"{fk.name} + STAGES - 1")
-        self._compute(f"{fk.name} % STAGES")
+        # NOTE: the fetch goes between the k16 steps, so its index math overlaps the tensor-core work.
+        self._compute(f"{fk.name} % STAGES", lambda: fetch(f"{fk.name} + STAGES - 1"))
         w.close()
         w("cp_async_wait<0>();")
         w("__syncthreads();")
@@ -361,7 +362,8 @@ class _Codegen:
             self.w.close()
         self.w.close()
 
-    def _compute(self, stage: str) -> None:
+    def _compute(self, stage: str, interleave: Callable[[], None] | None = None) -> None:
+        """Multiply stage ``stage``; ``interleave`` (the next fetch) is emitted after k16 step ``fetch_step``."""
         w = self.w
         w.open("")
         w(f"const int cs_ = {stage};")
@@ -369,27 +371,39 @@ class _Codegen:
             self.templates |= {"ldmatrix_x4", "ldmatrix_x4_trans", "mma_m16n8k16", "smem_addr"}
             w("const half* a_ = sA_ + cs_ * A_STAGE;")
             w("const half* b_ = sB_ + cs_ * B_STAGE;")
-            w("#pragma unroll")
-            w.open("for (int ks_ = 0; ks_ < BK / 16; ++ks_)")
-            w("unsigned fa_[MI][4], fb_[NI][2];")
+            # NOTE: fragments are double-buffered: those of step ks+1 load while step ks multiplies.
+            w("unsigned fa_[2][MI][4], fb_[2][NI][2];")
+            w.open("auto frags_ = [&](const int buf, const int ks)")
             w("#pragma unroll")
             w.open("for (int mi_ = 0; mi_ < MI; ++mi_)")
             w("const int r_ = warp_m_ * (BM / WM) + mi_ * 16 + (lane_ & 15);")
-            w("ldmatrix_x4(fa_[mi_], smem_addr(a_ + r_ * BK + swz(r_, ks_ * 2 + (lane_ >> 4), BK / 8) * 8));")
+            w("ldmatrix_x4(fa_[buf][mi_], smem_addr(a_ + r_ * BK + swz(r_, ks * 2 + (lane_ >> 4), BK / 8) * 8));")
             w.close()
             w("#pragma unroll")
             w.open("for (int p_ = 0; p_ < NI / 2; ++p_)")
-            w("const int r_ = ks_ * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;")
+            w("const int r_ = ks * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;")
             w("const int c_ = (warp_n_ * (BN / WN) + p_ * 16) / 8 + (lane_ >> 4);")
             w("unsigned t_[4];")
             w("ldmatrix_x4_trans(t_, smem_addr(b_ + r_ * BN + swz(r_, c_, BN / 8) * 8));")
-            w("fb_[2 * p_][0] = t_[0]; fb_[2 * p_][1] = t_[1]; fb_[2 * p_ + 1][0] = t_[2]; fb_[2 * p_ + 1][1] = t_[3];")
+            w("fb_[buf][2 * p_][0] = t_[0]; fb_[buf][2 * p_][1] = t_[1];")
+            w("fb_[buf][2 * p_ + 1][0] = t_[2]; fb_[buf][2 * p_ + 1][1] = t_[3];")
             w.close()
-            w("#pragma unroll")
-            w("for (int mi_ = 0; mi_ < MI; ++mi_)")
-            w("#pragma unroll")
-            w("    for (int ni_ = 0; ni_ < NI; ++ni_) mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[mi_], fb_[ni_]);")
+            w.close(";")
+            w("frags_(0, 0);")
+            for ks in range(self.L["BK"] // 16):
+                if ks == self.opts.fetch_step and interleave:
+                    interleave()
+                if ks + 1 < self.L["BK"] // 16:
+                    w(f"frags_({(ks + 1) & 1}, {ks + 1});")
+                w("#pragma unroll")
+                w("for (int mi_ = 0; mi_ < MI; ++mi_)")
+                w("#pragma unroll")
+                w("    for (int ni_ = 0; ni_ < NI; ++ni_)")
+                w(f"        mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[{ks & 1}][mi_], fb_[{ks & 1}][ni_]);")
+            if self.opts.fetch_step >= self.L["BK"] // 16 and interleave:
+                interleave()
             w.close()
+            return
         else:
             w("const float* a_ = sA_ + cs_ * A_STAGE;")
             w("const float* b_ = sB_ + cs_ * B_STAGE;")
@@ -405,6 +419,8 @@ class _Codegen:
             w("#pragma unroll")
             w("    for (int c_ = 0; c_ < TN; ++c_) acc[r_ * TN + c_] = fmaf(ra_[r_], rb_[c_], acc[r_ * TN + c_]);")
             w.close()
+            if interleave:
+                interleave()
         w.close()
 
     # --- fixup and epilogue --------------------------------------------------------------------------

@@ -11,18 +11,25 @@ __all__ = ["CudaOptions"]
 class CudaOptions:
     """``warps``: warps per CTA; ``stages``: shared-memory pipeline depth; ``vector``: 16-byte ``cp.async``
     loads (needs rows of A and B that are multiples of 8 elements and 16-byte aligned pointers; the
-    runtime picks the scalar-load variant otherwise); ``arch``: the nvcc target."""
+    runtime picks the scalar-load variant otherwise); ``arch``: the nvcc target; ``ctas_per_sm``: the
+    occupancy asked of the register allocator."""
 
     warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
     stages: int = 3
     vector: bool = True
     arch: str = "sm_90a"
+    ctas_per_sm: int = 1  # __launch_bounds__ hint: CTAs that should fit on one SM (caps registers)
+    fetch_step: int = 2  # the next stage's loads are issued after this many k16 mma steps (measured best)
 
     def __post_init__(self) -> None:
         if self.warps not in (1, 2, 4, 8, 16):
             raise ValueError(f"warps must be 1, 2, 4, 8 or 16, got {self.warps!r}")
-        if not isinstance(self.stages, int) or not 1 <= self.stages <= 8:
-            raise ValueError(f"stages must be an integer in [1, 8], got {self.stages!r}")
+        if not isinstance(self.stages, int) or not 2 <= self.stages <= 8:
+            raise ValueError(f"stages must be an integer in [2, 8], got {self.stages!r}")
+        if not isinstance(self.fetch_step, int) or self.fetch_step < 0:
+            raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
+        if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
+            raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 
     @property
     def threads(self) -> int:
