@@ -255,13 +255,16 @@ class _Codegen:
         w.open("for (int s_ = 0; s_ < STAGES - 1; ++s_)")
         fetch("s_")
         w.close()
-        w("#pragma unroll 1")
-        w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name})")
-        w("cp_async_wait<STAGES - 2 < 0 ? 0 : STAGES - 2>();")
-        w("__syncthreads();")
-        # NOTE: the fetch goes between the k16 steps, so its index math overlaps the tensor-core work.
-        self._compute(f"{fk.name} % STAGES", lambda: fetch(f"{fk.name} + STAGES - 1"))
-        w.close()
+        if self.mma:
+            self._mma_loop(fk.name, lambda: fetch(f"{fk.name} + STAGES - 1"))
+        else:
+            w("#pragma unroll 1")
+            w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name})")
+            w("cp_async_wait<STAGES - 2>();")
+            w("__syncthreads();")
+            self._fma(f"{fk.name} % STAGES")
+            fetch(f"{fk.name} + STAGES - 1")
+            w.close()
         w("cp_async_wait<0>();")
         w("__syncthreads();")
         w.close()
@@ -362,65 +365,82 @@ class _Codegen:
             self.w.close()
         self.w.close()
 
-    def _compute(self, stage: str, interleave: Callable[[], None] | None = None) -> None:
-        """Multiply stage ``stage``; ``interleave`` (the next fetch) is emitted after k16 step ``fetch_step``."""
+    def _mma_loop(self, fk: str, fetch: Callable[[], None]) -> None:
+        """The tensor-core K loop, software-pipelined at two levels.
+
+        Shared memory: iteration ``f`` multiplies stage ``f % STAGES`` while stage ``(f-1) % STAGES`` is
+        refilled with iteration ``f + STAGES - 1`` (issued after k16 step ``fetch_step``, so its index
+        math overlaps the mma work). Registers: the ``ldmatrix`` fragments of step ``ks+1`` load while
+        step ``ks`` multiplies, and the *next* stage's first fragments load -- after the one barrier of
+        the iteration -- while the last step multiplies, so no step waits on shared memory.
+        """
+        w, ks_count = self.w, self.L["BK"] // 16
+        self.templates |= {"ldmatrix_x4", "ldmatrix_x4_trans", "mma_m16n8k16", "smem_addr"}
+        w("unsigned fa_[2][MI][4], fb_[2][NI][2];")
+        w.open("auto frags_ = [&](const int buf, const int stage, const int ks)")
+        w("const half* a_ = sA_ + stage * A_STAGE;")
+        w("const half* b_ = sB_ + stage * B_STAGE;")
+        w("#pragma unroll")
+        w.open("for (int mi_ = 0; mi_ < MI; ++mi_)")
+        w("const int r_ = warp_m_ * (BM / WM) + mi_ * 16 + (lane_ & 15);")
+        w("ldmatrix_x4(fa_[buf][mi_], smem_addr(a_ + r_ * BK + swz(r_, ks * 2 + (lane_ >> 4), BK / 8) * 8));")
+        w.close()
+        w("#pragma unroll")
+        w.open("for (int p_ = 0; p_ < NI / 2; ++p_)")
+        w("const int r_ = ks * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;")
+        w("const int c_ = (warp_n_ * (BN / WN) + p_ * 16) / 8 + (lane_ >> 4);")
+        w("unsigned t_[4];")
+        w("ldmatrix_x4_trans(t_, smem_addr(b_ + r_ * BN + swz(r_, c_, BN / 8) * 8));")
+        w("fb_[buf][2 * p_][0] = t_[0]; fb_[buf][2 * p_][1] = t_[1];")
+        w("fb_[buf][2 * p_ + 1][0] = t_[2]; fb_[buf][2 * p_ + 1][1] = t_[3];")
+        w.close()
+        w.close(";")
+        w("cp_async_wait<STAGES - 2>();")
+        w("__syncthreads();")
+        w("frags_(0, 0, 0);")
+        w("#pragma unroll 1")
+        w.open(f"for ({fk} = 0; {fk} < count_; ++{fk})")
+        w(f"const int cs_ = {fk} % STAGES, ns_ = ({fk} + 1) % STAGES;")
+        fetch_at = min(self.opts.fetch_step, ks_count - 1)
+        for ks in range(ks_count):
+            if ks == fetch_at:
+                fetch()
+            if ks == ks_count - 1:
+                w("cp_async_wait<STAGES - 2>();  // the next stage has landed ...")
+                w("__syncthreads();  // ... for every thread, and nobody reads the stage the next fetch refills")
+                w(f"frags_({ks_count & 1}, ns_, 0);")
+            else:
+                w(f"frags_({(ks + 1) & 1}, cs_, {ks + 1});")
+            w("#pragma unroll")
+            w("for (int mi_ = 0; mi_ < MI; ++mi_)")
+            w("#pragma unroll")
+            w("    for (int ni_ = 0; ni_ < NI; ++ni_)")
+            w(f"        mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[{ks & 1}][mi_], fb_[{ks & 1}][ni_]);")
+        if ks_count % 2:  # the next stage's first fragments went to buffer 1; the loop starts from buffer 0
+            w("#pragma unroll")
+            w("for (int q_ = 0; q_ < MI * 4; ++q_) fa_[0][q_ / 4][q_ % 4] = fa_[1][q_ / 4][q_ % 4];")
+            w("#pragma unroll")
+            w("for (int q_ = 0; q_ < NI * 2; ++q_) fb_[0][q_ / 2][q_ % 2] = fb_[1][q_ / 2][q_ % 2];")
+        w.close()
+
+    def _fma(self, stage: str) -> None:
+        """fp32 FMA on stage ``stage``: each thread a strided TM x TN block of the tile."""
         w = self.w
         w.open("")
-        w(f"const int cs_ = {stage};")
-        if self.mma:
-            self.templates |= {"ldmatrix_x4", "ldmatrix_x4_trans", "mma_m16n8k16", "smem_addr"}
-            w("const half* a_ = sA_ + cs_ * A_STAGE;")
-            w("const half* b_ = sB_ + cs_ * B_STAGE;")
-            # NOTE: fragments are double-buffered: those of step ks+1 load while step ks multiplies.
-            w("unsigned fa_[2][MI][4], fb_[2][NI][2];")
-            w.open("auto frags_ = [&](const int buf, const int ks)")
-            w("#pragma unroll")
-            w.open("for (int mi_ = 0; mi_ < MI; ++mi_)")
-            w("const int r_ = warp_m_ * (BM / WM) + mi_ * 16 + (lane_ & 15);")
-            w("ldmatrix_x4(fa_[buf][mi_], smem_addr(a_ + r_ * BK + swz(r_, ks * 2 + (lane_ >> 4), BK / 8) * 8));")
-            w.close()
-            w("#pragma unroll")
-            w.open("for (int p_ = 0; p_ < NI / 2; ++p_)")
-            w("const int r_ = ks * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;")
-            w("const int c_ = (warp_n_ * (BN / WN) + p_ * 16) / 8 + (lane_ >> 4);")
-            w("unsigned t_[4];")
-            w("ldmatrix_x4_trans(t_, smem_addr(b_ + r_ * BN + swz(r_, c_, BN / 8) * 8));")
-            w("fb_[buf][2 * p_][0] = t_[0]; fb_[buf][2 * p_][1] = t_[1];")
-            w("fb_[buf][2 * p_ + 1][0] = t_[2]; fb_[buf][2 * p_ + 1][1] = t_[3];")
-            w.close()
-            w.close(";")
-            w("frags_(0, 0);")
-            for ks in range(self.L["BK"] // 16):
-                if ks == self.opts.fetch_step and interleave:
-                    interleave()
-                if ks + 1 < self.L["BK"] // 16:
-                    w(f"frags_({(ks + 1) & 1}, {ks + 1});")
-                w("#pragma unroll")
-                w("for (int mi_ = 0; mi_ < MI; ++mi_)")
-                w("#pragma unroll")
-                w("    for (int ni_ = 0; ni_ < NI; ++ni_)")
-                w(f"        mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[{ks & 1}][mi_], fb_[{ks & 1}][ni_]);")
-            if self.opts.fetch_step >= self.L["BK"] // 16 and interleave:
-                interleave()
-            w.close()
-            return
-        else:
-            w("const float* a_ = sA_ + cs_ * A_STAGE;")
-            w("const float* b_ = sB_ + cs_ * B_STAGE;")
-            w("#pragma unroll 4")
-            w.open("for (int kk_ = 0; kk_ < BK; ++kk_)")
-            w("float ra_[TM], rb_[TN];")
-            w("#pragma unroll")
-            w("for (int r_ = 0; r_ < TM; ++r_) ra_[r_] = a_[(ty_ + TY * r_) * (BK + 1) + kk_];")
-            w("#pragma unroll")
-            w("for (int c_ = 0; c_ < TN; ++c_) rb_[c_] = b_[kk_ * BN + tx_ + 16 * c_];")
-            w("#pragma unroll")
-            w("for (int r_ = 0; r_ < TM; ++r_)")
-            w("#pragma unroll")
-            w("    for (int c_ = 0; c_ < TN; ++c_) acc[r_ * TN + c_] = fmaf(ra_[r_], rb_[c_], acc[r_ * TN + c_]);")
-            w.close()
-            if interleave:
-                interleave()
+        w(f"const float* a_ = sA_ + ({stage}) * A_STAGE;")
+        w(f"const float* b_ = sB_ + ({stage}) * B_STAGE;")
+        w("#pragma unroll 4")
+        w.open("for (int kk_ = 0; kk_ < BK; ++kk_)")
+        w("float ra_[TM], rb_[TN];")
+        w("#pragma unroll")
+        w("for (int r_ = 0; r_ < TM; ++r_) ra_[r_] = a_[(ty_ + TY * r_) * (BK + 1) + kk_];")
+        w("#pragma unroll")
+        w("for (int c_ = 0; c_ < TN; ++c_) rb_[c_] = b_[kk_ * BN + tx_ + 16 * c_];")
+        w("#pragma unroll")
+        w("for (int r_ = 0; r_ < TM; ++r_)")
+        w("#pragma unroll")
+        w("    for (int c_ = 0; c_ < TN; ++c_) acc[r_ * TN + c_] = fmaf(ra_[r_], rb_[c_], acc[r_ * TN + c_]);")
+        w.close()
         w.close()
 
     # --- fixup and epilogue --------------------------------------------------------------------------

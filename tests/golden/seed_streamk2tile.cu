@@ -144,63 +144,68 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                 }
                 cp_async_commit();
             }
+            unsigned fa_[2][MI][4], fb_[2][NI][2];
+            auto frags_ = [&](const int buf, const int stage, const int ks) {
+                const half* a_ = sA_ + stage * A_STAGE;
+                const half* b_ = sB_ + stage * B_STAGE;
+                #pragma unroll
+                for (int mi_ = 0; mi_ < MI; ++mi_) {
+                    const int r_ = warp_m_ * (BM / WM) + mi_ * 16 + (lane_ & 15);
+                    ldmatrix_x4(fa_[buf][mi_], smem_addr(a_ + r_ * BK + swz(r_, ks * 2 + (lane_ >> 4), BK / 8) * 8));
+                }
+                #pragma unroll
+                for (int p_ = 0; p_ < NI / 2; ++p_) {
+                    const int r_ = ks * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;
+                    const int c_ = (warp_n_ * (BN / WN) + p_ * 16) / 8 + (lane_ >> 4);
+                    unsigned t_[4];
+                    ldmatrix_x4_trans(t_, smem_addr(b_ + r_ * BN + swz(r_, c_, BN / 8) * 8));
+                    fb_[buf][2 * p_][0] = t_[0]; fb_[buf][2 * p_][1] = t_[1];
+                    fb_[buf][2 * p_ + 1][0] = t_[2]; fb_[buf][2 * p_ + 1][1] = t_[3];
+                }
+            };
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();
+            frags_(0, 0, 0);
             #pragma unroll 1
             for (forK_sk = 0; forK_sk < count_; ++forK_sk) {
-                cp_async_wait<STAGES - 2 < 0 ? 0 : STAGES - 2>();
-                __syncthreads();
-                 {
-                    const int cs_ = forK_sk % STAGES;
-                    const half* a_ = sA_ + cs_ * A_STAGE;
-                    const half* b_ = sB_ + cs_ * B_STAGE;
-                    unsigned fa_[2][MI][4], fb_[2][NI][2];
-                    auto frags_ = [&](const int buf, const int ks) {
+                const int cs_ = forK_sk % STAGES, ns_ = (forK_sk + 1) % STAGES;
+                if (forK_sk + STAGES - 1 < count_) {
+                    const int f_ = forK_sk + STAGES - 1, stage_ = f_ % STAGES;
+                    k = ((f_ + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
+                     {
+                        // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = A_base_ + k * A_dk_;
                         #pragma unroll
-                        for (int mi_ = 0; mi_ < MI; ++mi_) {
-                            const int r_ = warp_m_ * (BM / WM) + mi_ * 16 + (lane_ & 15);
-                            ldmatrix_x4(fa_[buf][mi_], smem_addr(a_ + r_ * BK + swz(r_, ks * 2 + (lane_ >> 4), BK / 8) * 8));
-                        }
-                        #pragma unroll
-                        for (int p_ = 0; p_ < NI / 2; ++p_) {
-                            const int r_ = ks * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;
-                            const int c_ = (warp_n_ * (BN / WN) + p_ * 16) / 8 + (lane_ >> 4);
-                            unsigned t_[4];
-                            ldmatrix_x4_trans(t_, smem_addr(b_ + r_ * BN + swz(r_, c_, BN / 8) * 8));
-                            fb_[buf][2 * p_][0] = t_[0]; fb_[buf][2 * p_][1] = t_[1];
-                            fb_[buf][2 * p_ + 1][0] = t_[2]; fb_[buf][2 * p_ + 1][1] = t_[3];
-                        }
-                    };
-                    frags_(0, 0);
-                    #pragma unroll
-                    for (int mi_ = 0; mi_ < MI; ++mi_)
-                    #pragma unroll
-                        for (int ni_ = 0; ni_ < NI; ++ni_)
-                            mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[0][mi_], fb_[0][ni_]);
-                    if (forK_sk + STAGES - 1 < count_) {
-                        const int f_ = forK_sk + STAGES - 1, stage_ = f_ % STAGES;
-                        k = ((f_ + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
-                         {
-                            // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
-                            const half* p_ = A_base_ + k * A_dk_;
-                            #pragma unroll
-                            for (int r_ = 0; r_ < 1; ++r_) {
-                                const int i = A_i0_ + r_ * 16, j = A_j0_;
-                                const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
-                                cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
-                            }
-                        }
-                         {
-                            // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
-                            const half* p_ = B_base_ + k * B_dk_;
-                            #pragma unroll
-                            for (int r_ = 0; r_ < 1; ++r_) {
-                                const int i = B_i0_ + r_ * 16, j = B_j0_;
-                                const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
-                                cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
-                            }
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = A_i0_ + r_ * 16, j = A_j0_;
+                            const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
                         }
                     }
-                    cp_async_commit();
+                     {
+                        // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = B_base_ + k * B_dk_;
+                        #pragma unroll
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = B_i0_ + r_ * 16, j = B_j0_;
+                            const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
+                        }
+                    }
                 }
+                cp_async_commit();
+                cp_async_wait<STAGES - 2>();  // the next stage has landed ...
+                __syncthreads();  // ... for every thread, and nobody reads the stage the next fetch refills
+                frags_(1, ns_, 0);
+                #pragma unroll
+                for (int mi_ = 0; mi_ < MI; ++mi_)
+                #pragma unroll
+                    for (int ni_ = 0; ni_ < NI; ++ni_)
+                        mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[0][mi_], fb_[0][ni_]);
+                #pragma unroll
+                for (int q_ = 0; q_ < MI * 4; ++q_) fa_[0][q_ / 4][q_ % 4] = fa_[1][q_ / 4][q_ % 4];
+                #pragma unroll
+                for (int q_ = 0; q_ < NI * 2; ++q_) fb_[0][q_ / 2][q_ % 2] = fb_[1][q_ / 2][q_ % 2];
             }
             cp_async_wait<0>();
             __syncthreads();
@@ -302,63 +307,68 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
                 }
                 cp_async_commit();
             }
+            unsigned fa_[2][MI][4], fb_[2][NI][2];
+            auto frags_ = [&](const int buf, const int stage, const int ks) {
+                const half* a_ = sA_ + stage * A_STAGE;
+                const half* b_ = sB_ + stage * B_STAGE;
+                #pragma unroll
+                for (int mi_ = 0; mi_ < MI; ++mi_) {
+                    const int r_ = warp_m_ * (BM / WM) + mi_ * 16 + (lane_ & 15);
+                    ldmatrix_x4(fa_[buf][mi_], smem_addr(a_ + r_ * BK + swz(r_, ks * 2 + (lane_ >> 4), BK / 8) * 8));
+                }
+                #pragma unroll
+                for (int p_ = 0; p_ < NI / 2; ++p_) {
+                    const int r_ = ks * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;
+                    const int c_ = (warp_n_ * (BN / WN) + p_ * 16) / 8 + (lane_ >> 4);
+                    unsigned t_[4];
+                    ldmatrix_x4_trans(t_, smem_addr(b_ + r_ * BN + swz(r_, c_, BN / 8) * 8));
+                    fb_[buf][2 * p_][0] = t_[0]; fb_[buf][2 * p_][1] = t_[1];
+                    fb_[buf][2 * p_ + 1][0] = t_[2]; fb_[buf][2 * p_ + 1][1] = t_[3];
+                }
+            };
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();
+            frags_(0, 0, 0);
             #pragma unroll 1
             for (forK_dp = 0; forK_dp < count_; ++forK_dp) {
-                cp_async_wait<STAGES - 2 < 0 ? 0 : STAGES - 2>();
-                __syncthreads();
-                 {
-                    const int cs_ = forK_dp % STAGES;
-                    const half* a_ = sA_ + cs_ * A_STAGE;
-                    const half* b_ = sB_ + cs_ * B_STAGE;
-                    unsigned fa_[2][MI][4], fb_[2][NI][2];
-                    auto frags_ = [&](const int buf, const int ks) {
+                const int cs_ = forK_dp % STAGES, ns_ = (forK_dp + 1) % STAGES;
+                if (forK_dp + STAGES - 1 < count_) {
+                    const int f_ = forK_dp + STAGES - 1, stage_ = f_ % STAGES;
+                    k = ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
+                     {
+                        // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = A_base_ + k * A_dk_;
                         #pragma unroll
-                        for (int mi_ = 0; mi_ < MI; ++mi_) {
-                            const int r_ = warp_m_ * (BM / WM) + mi_ * 16 + (lane_ & 15);
-                            ldmatrix_x4(fa_[buf][mi_], smem_addr(a_ + r_ * BK + swz(r_, ks * 2 + (lane_ >> 4), BK / 8) * 8));
-                        }
-                        #pragma unroll
-                        for (int p_ = 0; p_ < NI / 2; ++p_) {
-                            const int r_ = ks * 16 + (lane_ & 7) + ((lane_ >> 3) & 1) * 8;
-                            const int c_ = (warp_n_ * (BN / WN) + p_ * 16) / 8 + (lane_ >> 4);
-                            unsigned t_[4];
-                            ldmatrix_x4_trans(t_, smem_addr(b_ + r_ * BN + swz(r_, c_, BN / 8) * 8));
-                            fb_[buf][2 * p_][0] = t_[0]; fb_[buf][2 * p_][1] = t_[1];
-                            fb_[buf][2 * p_ + 1][0] = t_[2]; fb_[buf][2 * p_ + 1][1] = t_[3];
-                        }
-                    };
-                    frags_(0, 0);
-                    #pragma unroll
-                    for (int mi_ = 0; mi_ < MI; ++mi_)
-                    #pragma unroll
-                        for (int ni_ = 0; ni_ < NI; ++ni_)
-                            mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[0][mi_], fb_[0][ni_]);
-                    if (forK_dp + STAGES - 1 < count_) {
-                        const int f_ = forK_dp + STAGES - 1, stage_ = f_ % STAGES;
-                        k = ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
-                         {
-                            // A tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
-                            const half* p_ = A_base_ + k * A_dk_;
-                            #pragma unroll
-                            for (int r_ = 0; r_ < 1; ++r_) {
-                                const int i = A_i0_ + r_ * 16, j = A_j0_;
-                                const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
-                                cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
-                            }
-                        }
-                         {
-                            // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
-                            const half* p_ = B_base_ + k * B_dk_;
-                            #pragma unroll
-                            for (int r_ = 0; r_ < 1; ++r_) {
-                                const int i = B_i0_ + r_ * 16, j = B_j0_;
-                                const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
-                                cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
-                            }
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = A_i0_ + r_ * 16, j = A_j0_;
+                            const bool ok_ = ((A_rows_ >> r_) & 1u) && (j + 16*k < K);
+                            cp_async_16(smem_addr(sA_ + stage_ * A_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * A_dr_ : A, ok_ ? 16 : 0);
                         }
                     }
-                    cp_async_commit();
+                     {
+                        // B tile 16x16: 16-byte cp.async vectors, swizzled; pointer moves by k
+                        const half* p_ = B_base_ + k * B_dk_;
+                        #pragma unroll
+                        for (int r_ = 0; r_ < 1; ++r_) {
+                            const int i = B_i0_ + r_ * 16, j = B_j0_;
+                            const bool ok_ = ((B_rows_ >> r_) & 1u) && (i + 16*k < K);
+                            cp_async_16(smem_addr(sB_ + stage_ * B_STAGE + i * 16 + swz(i, j / 8, 2) * 8), ok_ ? p_ + r_ * B_dr_ : B, ok_ ? 16 : 0);
+                        }
+                    }
                 }
+                cp_async_commit();
+                cp_async_wait<STAGES - 2>();  // the next stage has landed ...
+                __syncthreads();  // ... for every thread, and nobody reads the stage the next fetch refills
+                frags_(1, ns_, 0);
+                #pragma unroll
+                for (int mi_ = 0; mi_ < MI; ++mi_)
+                #pragma unroll
+                    for (int ni_ = 0; ni_ < NI; ++ni_)
+                        mma_m16n8k16(acc + (mi_ * NI + ni_) * 4, fa_[0][mi_], fb_[0][ni_]);
+                #pragma unroll
+                for (int q_ = 0; q_ < MI * 4; ++q_) fa_[0][q_ / 4][q_ % 4] = fa_[1][q_ / 4][q_ % 4];
+                #pragma unroll
+                for (int q_ = 0; q_ < NI * 2; ++q_) fb_[0][q_ / 2][q_ % 2] = fb_[1][q_ / 2][q_ % 2];
             }
             cp_async_wait<0>();
             __syncthreads();
