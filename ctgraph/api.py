@@ -14,7 +14,7 @@ from typing import Any
 from .backends import backend, resolve_target
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
-from .passes import check_transform
+from .passes import pass_options
 from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
 
@@ -27,14 +27,21 @@ class Kernel:
     """A GEMM compiled by ctgraph. Build with :func:`compile`."""
 
     def __init__(
-        self, graph: CoordinateGraph, transform: str, workgroups: int, target: str, options: dict[str, Any]
+        self,
+        graph: CoordinateGraph,
+        transform: str,
+        workgroups: int,
+        target: str,
+        options: dict[str, Any],
+        sk_batches: int | None = None,
     ) -> None:
         self.transform = transform
         self.workgroups = workgroups
         self.target = target
         self.options = dict(options)
+        self.sk_batches = sk_batches
         self.problem: GemmProblem = graph.attrs["gemm"]
-        self.graph = run_pipeline(graph, transform, workgroups)
+        self.graph = run_pipeline(graph, transform, workgroups, sk_batches)
 
     def __repr__(self) -> str:
         p = self.problem
@@ -79,11 +86,13 @@ def compile(
     transform: str = "streamk2tile",
     workgroups: int | None = None,
     target: str = "auto",
+    sk_batches: int | None = None,
     **options: Any,
 ) -> Kernel:
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
 
-    ``transform``: "dataparallel", "streamk" or "streamk2tile". ``workgroups``: the grid size g
+    ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
+    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1). ``workgroups``: the grid size g
     (default: the device's co-resident CTA count on "cuda", :data:`CPU_WORKGROUPS` on "cpu").
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
     ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
@@ -92,7 +101,7 @@ def compile(
     """
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
-    check_transform(transform)
+    pass_options(transform, 1, sk_batches)  # checks transform and sk_batches before any work
     target = resolve_target(target)
     if workgroups is None:
         if target == "cuda" and options.get("build", True) is False:
@@ -102,7 +111,7 @@ def compile(
         )
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f"workgroups must be a positive integer or None, got {workgroups!r}")
-    kern = Kernel(graph, transform, int(workgroups), target, options)
+    kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches)
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here
     return kern

@@ -25,6 +25,7 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dtype", choices=("float16", "float32"), default="float16")
     p.add_argument("--transform", choices=TRANSFORMS, default="streamk2tile")
+    p.add_argument("--sk-batches", type=int, default=None, help="streamk_hybrid: waves of Stream-K work (1-6)")
     p.add_argument("--workgroups", type=int, default=None, help="grid size g (default: backend's choice)")
     p.add_argument("--target", choices=("cpu", "cuda", "auto"), default="cpu")
 
@@ -33,7 +34,9 @@ def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     import ctgraph
 
     g = ctgraph.gemm(args.m, args.n, args.k, macro_tile=tuple(args.tile), dtype=args.dtype)
-    return ctgraph.compile(g, transform=args.transform, workgroups=args.workgroups, target=args.target)
+    return ctgraph.compile(
+        g, transform=args.transform, workgroups=args.workgroups, target=args.target, sk_batches=args.sk_batches
+    )
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -119,8 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("bench", help="time the transforms and cuBLAS on the GPU for a CSV of shapes (needs torch)")
     p.add_argument("shapes", nargs="?", help="CSV with columns m,n,k (default: tests/bench/anchors.csv)")
     p.add_argument("--out", default="out/bench", help="directory for results.csv/.md/.png")
-    p.add_argument("--tile", type=int, nargs=3, default=(128, 128, 64), metavar=("BM", "BN", "BK"),
-                   help="macro tile for every transform (default 128 128 64, the fastest measured on the H100)")
+    p.add_argument(
+        "--tile",
+        type=int,
+        nargs=3,
+        default=(128, 128, 64),
+        metavar=("BM", "BN", "BK"),
+        help="macro tile for every transform (default 128 128 64, the fastest measured on the H100)",
+    )
     p.add_argument("--transforms", nargs="+", choices=TRANSFORMS, default=list(TRANSFORMS))
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.set_defaults(func=cmd_bench)

@@ -15,7 +15,7 @@ from .dataparallel import dataparallel
 from .streamk import flatten_mnk, streamk
 from .streamk2tile import split_sk_dp, streamk2tile, sunder_sk_dp
 
-__all__ = ["PIPELINES", "TRANSFORMS", "PassOptions", "split_sk_dp", "transform"]
+__all__ = ["PIPELINES", "TAKES_SK_BATCHES", "TRANSFORMS", "PassOptions", "pass_options", "split_sk_dp", "transform"]
 
 Pass = Callable[[CoordinateGraph, PassOptions], CoordinateGraph]
 
@@ -23,7 +23,10 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     "dataparallel": (dataparallel,),
     "streamk": (flatten_mnk, streamk),
     "streamk2tile": (flatten_mnk, sunder_sk_dp, streamk2tile),
+    "streamk_hybrid": (flatten_mnk, sunder_sk_dp, streamk2tile),  # with PassOptions.sk_batches
 }
+# Transforms whose pipeline reads ``sk_batches`` from the caller (the others fix it).
+TAKES_SK_BATCHES = frozenset({"streamk_hybrid"})
 TRANSFORMS = tuple(PIPELINES)
 
 
@@ -33,9 +36,20 @@ def check_transform(name: object) -> str:
     return name  # type: ignore[return-value]
 
 
-def transform(graph: CoordinateGraph, name: str, workgroups: int) -> CoordinateGraph:
+def pass_options(name: str, workgroups: int, sk_batches: int | None = None) -> PassOptions:
+    """The options the pipeline ``name`` runs with. ``sk_batches`` (1 to 6, default 1) is for
+    "streamk_hybrid" only: data-parallel plus that many waves of Stream-K work."""
+    check_transform(name)
+    if sk_batches is not None and name not in TAKES_SK_BATCHES:
+        raise ValueError(f"sk_batches applies to {', '.join(sorted(TAKES_SK_BATCHES))}, not to {name!r}")
+    if name not in TAKES_SK_BATCHES:
+        return PassOptions(workgroups)  # streamk2tile's two batches; ignored by the others
+    return PassOptions(workgroups, 1 if sk_batches is None else sk_batches)
+
+
+def transform(graph: CoordinateGraph, name: str, workgroups: int, sk_batches: int | None = None) -> CoordinateGraph:
     """Run the pipeline ``name`` on a GEMM precondition graph with ``workgroups`` workgroups."""
-    opts = PassOptions(workgroups)
+    opts = pass_options(name, workgroups, sk_batches)
     steps = PIPELINES[check_transform(name)]
     out = knobs.dump_dir()
     if out is not None:

@@ -13,19 +13,26 @@ from ..edges import Flatten, Split, Tile
 from ..expr import ceildiv
 from ..graph import CoordinateGraph
 
-__all__ = ["PassOptions", "distribute", "flatten_tiles", "gemm_tiles"]
+__all__ = ["MAX_SK_BATCHES", "PassOptions", "distribute", "flatten_tiles", "gemm_tiles"]
+
+MAX_SK_BATCHES = 6
 
 
 @dataclass(frozen=True)
 class PassOptions:
-    """Options every pass receives. ``workgroups`` is the grid size g."""
+    """Options every pass receives. ``workgroups`` is the grid size g; ``sk_batches`` the waves of
+    Stream-K work of a hybrid schedule (1 to 6; two-tile Stream-K is 2)."""
 
     workgroups: int
+    sk_batches: int = 2
 
     def __post_init__(self) -> None:
         w = self.workgroups
         if isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1:
             raise ValueError(f"workgroups must be a positive integer, got {w!r}")
+        b = self.sk_batches
+        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not 1 <= b <= MAX_SK_BATCHES:
+            raise ValueError(f"sk_batches must be an integer in [1, {MAX_SK_BATCHES}], got {b!r}")
 
 
 @dataclass(frozen=True)

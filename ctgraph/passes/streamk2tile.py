@@ -28,11 +28,23 @@ from .streamk import _global_tiles
 
 __all__ = ["split_sk_dp", "streamk2tile", "sunder_sk_dp"]
 
+# NOTE: ``streamk_hybrid`` (Stream-K++'s DP + b SK batches) runs these same two passes with
+# ``PassOptions.sk_batches = b``; ``streamk2tile`` is the hybrid with b = 2.
 
-def split_sk_dp(tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int) -> tuple[sympy.Expr, sympy.Expr]:
-    """``(N_SK, N_DP)`` in k-iterations for ``tiles`` output tiles of ``k_iters`` iterations each."""
+
+def split_sk_dp(
+    tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int, batches: int = 2
+) -> tuple[sympy.Expr, sympy.Expr]:
+    """``(N_SK, N_DP)`` in k-iterations for ``tiles`` output tiles of ``k_iters`` iterations each.
+
+    ``batches`` is the number of workgroup-waves of Stream-K work (Stream-K++'s hybrids): the SK part
+    holds the partial wave plus ``batches - 1`` full waves, ``N_DP = (T // g - (batches - 1)) * g * Kt``,
+    clamped at 0 (all Stream-K), and all data-parallel when ``T % g == 0``. ``batches=2`` is the two-tile
+    schedule of seed 004.
+    """
     T, Kt, g = sympy.sympify(tiles), sympy.sympify(k_iters), sympy.sympify(workgroups)
-    n_dp = sympy.Piecewise((T * Kt, sympy.Eq(Mod(T, g), 0)), (sympy.Max(0, (FloorDiv(T, g) - 1) * g * Kt), True))
+    partial = sympy.Max(0, (FloorDiv(T, g) - (batches - 1)) * g * Kt)
+    n_dp = sympy.Piecewise((T * Kt, sympy.Eq(Mod(T, g), 0)), (partial, True))
     return T * Kt - n_dp, n_dp
 
 
@@ -41,7 +53,7 @@ def sunder_sk_dp(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     g = g.copy()
     space = _global_tiles(g)
     m, n, k = (g.size(t) for t in g.inputs(g.edges_in(space)[0]))
-    n_sk, n_dp = split_sk_dp(m * n, k, opts.workgroups)
+    n_sk, n_dp = split_sk_dp(m * n, k, opts.workgroups, opts.sk_batches)
     sk = g.add_dimension(Linear(n_sk, name="SK tiles", param="numTilesSK"))
     dp = g.add_dimension(Linear(n_dp, name="DP tiles", param="numTilesDP"))
     sel = g.add_dimension(Linear(2, name="SK/DP selector"))

@@ -302,8 +302,11 @@ class _Codegen:
         w("#pragma unroll")
         w.open(f"for (int r_ = 0; r_ < {reps}; ++r_)")
         bind = {i: f"{x}_i0_ + r_ * {di}", j: f"{x}_j0_"}
-        w(", ".join(f"const int {sym.name} = {bind[sym]}" for sym in (i, j) if sym in fixed.free_symbols) + ";"
-          if fixed.free_symbols & {i, j} else "// (the row mask does not depend on the element)")
+        w(
+            ", ".join(f"const int {sym.name} = {bind[sym]}" for sym in (i, j) if sym in fixed.free_symbols) + ";"
+            if fixed.free_symbols & {i, j}
+            else "// (the row mask does not depend on the element)"
+        )
         w(f"{x}_rows_ |= (unsigned)({cxx(fixed)}) << r_;")
         w.close()
         return _Hoisted(reps, di, moving)
@@ -324,8 +327,10 @@ class _Codegen:
             w.open(f"for (int r_ = 0; r_ < {plan.reps}; ++r_)")
             w(f"const int {i} = {x}_i0_ + r_ * {plan.di}, {j} = {x}_j0_;")
             w(f"const bool ok_ = (({x}_rows_ >> r_) & 1u) && ({cxx(plan.moving)});")
-            w(f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, {j} / 8, {cpr}) * 8), "
-              f"ok_ ? p_ + r_ * {x}_dr_ : {x}, ok_ ? 16 : 0);")
+            w(
+                f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, {j} / 8, {cpr}) * 8), "
+                f"ok_ ? p_ + r_ * {x}_dr_ : {x}, ok_ ? 16 : 0);"
+            )
             w.close()
         elif self.vector:
             self.templates |= {"cp_async_16", "smem_addr"}

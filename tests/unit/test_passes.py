@@ -13,7 +13,7 @@ from ctgraph.dimensions import Linear
 from ctgraph.edges import Flatten, Split, Sunder, Tile
 from ctgraph.expr import index, size
 from ctgraph.params import bindings
-from ctgraph.passes import PIPELINES, PassOptions, split_sk_dp
+from ctgraph.passes import PIPELINES, PassOptions, pass_options, split_sk_dp
 from ctgraph.schedule import section_walk, sections, tile_coords
 
 SEED = (160, 192, 4096, (16, 16, 8), 32)
@@ -167,7 +167,7 @@ def test_passes_are_pure(transform):
     assert g.structure() == before
     assert kern.graph is not g and kern.graph.structure() != before
     # step by step: no pass touches its input
-    h, opts = g, PassOptions(4)
+    h, opts = g, pass_options(transform, 4)
     for step in PIPELINES[transform]:
         s = h.structure()
         out = step(h, opts)
