@@ -12,6 +12,7 @@ from .dump import dump
 from .gemm import gemm
 from .graph import CoordinateGraph
 from .passes import TRANSFORMS
+from .plot import plot_schedule
 
-__all__ = ["TRANSFORMS", "CoordinateGraph", "Kernel", "compile", "dump", "gemm"]
+__all__ = ["TRANSFORMS", "CoordinateGraph", "Kernel", "compile", "dump", "gemm", "plot_schedule"]
 __version__ = "0.1.0"

@@ -48,6 +48,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(summarize(kern))
     for path in args.dump or ():
         print(f"wrote {ctgraph.dump(kern.graph, path)}")
+    for path in args.plot or ():
+        print(f"wrote {ctgraph.plot_schedule(kern, path)}")
     return 0
 
 
@@ -111,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         metavar="PATH",
         help="write the transformed graph (.dot text, or .svg/.png/.pdf rendered); repeatable",
+    )
+    p.add_argument(
+        "--plot",
+        action="append",
+        metavar="PATH",
+        help="draw the schedule: workgroups x iterations, tiles, sections, fixup seams (.png/.svg/.pdf)",
     )
     p.set_defaults(func=cmd_compile)
     p = sub.add_parser("run", help="compile and run a GEMM on random data; check against numpy, print error and time")
