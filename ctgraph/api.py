@@ -84,7 +84,7 @@ class Kernel:
 def compile(
     graph: CoordinateGraph,
     transform: str = "streamk2tile",
-    workgroups: int | None = None,
+    workgroups: int | str | None = None,
     target: str = "auto",
     sk_batches: int | None = None,
     **options: Any,
@@ -93,7 +93,8 @@ def compile(
 
     ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
     ``sk_batches`` waves of Stream-K work, 1 to 6, default 1). ``workgroups``: the grid size g
-    (default: the device's co-resident CTA count on "cuda", :data:`CPU_WORKGROUPS` on "cpu").
+    (default: the device's co-resident CTA count on "cuda", :data:`CPU_WORKGROUPS` on "cpu"; "auto":
+    the g the grid-size model of :mod:`ctgraph.model` predicts fastest for this shape).
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
     ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
     kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
@@ -109,8 +110,16 @@ def compile(
         workgroups = (
             backend(target).default_workgroups(graph, transform, options) if target == "cuda" else CPU_WORKGROUPS
         )
+    if workgroups == "auto":  # the fitted grid-size model's choice on a GPU; the default on the CPU
+        if target == "cuda" and options.get("build", True) is False:
+            raise ValueError('workgroups="auto" needs a GPU to size the grid; pass an integer with build=False')
+        workgroups = (
+            backend(target).model_workgroups(graph, transform, options, sk_batches)
+            if target == "cuda"
+            else CPU_WORKGROUPS
+        )
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
-        raise ValueError(f"workgroups must be a positive integer or None, got {workgroups!r}")
+        raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches)
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here

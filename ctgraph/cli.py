@@ -103,6 +103,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate, report
+    from .model import save_model
+
+    model, rows = calibrate(progress=not args.quiet)
+    print(report(model, rows))
+    print(f"wrote {save_model(model)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctgraph", description="ctgraph: a coordinate-graph GEMM compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -141,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--transforms", nargs="+", choices=TRANSFORMS, default=list(TRANSFORMS))
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("calibrate", help="fit the grid-size model on this GPU (needs torch); stores it per device")
+    p.add_argument("--quiet", action="store_true", help="no line per measurement")
+    p.set_defaults(func=cmd_calibrate)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -25,7 +25,7 @@ from .nvcc import ptx
 from .operands import Operand, classify
 from .options import CudaOptions
 
-__all__ = ["CudaProgram", "build", "default_workgroups", "options_from"]
+__all__ = ["CudaProgram", "build", "default_workgroups", "model_workgroups", "options_from"]
 
 _MODULES: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
@@ -201,3 +201,21 @@ def default_workgroups(graph: Any, transform: str, options: dict[str, Any]) -> i
 
     probe = CudaProgram(Kernel(graph, transform, 1, "cuda", options))
     return int(probe.function().resident_ctas())
+
+
+def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_batches: int | None = None) -> int:
+    """The grid the fitted grid-size model (:mod:`ctgraph.model`) predicts fastest, up to the resident count."""
+    import pycuda.driver as drv
+
+    from ctgraph.model import load_model
+    from ctgraph.passes import pass_options
+
+    from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
+
+    resident = default_workgroups(graph, transform, options)
+    sms = device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    model = load_model(drv.Context.get_device().name())
+    model = dataclasses.replace(model, sms=sms, ctas_per_sm=max(1, resident // sms))
+    tm, tn, kt = graph.attrs["gemm"].tiles
+    batches = pass_options(transform, 1, sk_batches).sk_batches
+    return model.best_grid(transform, tm * tn, kt, max_grid=resident, sk_batches=batches)

@@ -1,0 +1,83 @@
+"""The grid-size model: per-CTA work, choices of g for known cases, fitting, storage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ctgraph
+from ctgraph.api import CPU_WORKGROUPS
+from ctgraph.calibrate import nnls
+from ctgraph.model import DEFAULTS, GridModel, Work, _peers, load_model, save_model, work
+
+MODEL = GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6, sms=132, ctas_per_sm=2)
+
+
+def test_work_per_transform():
+    assert work("dataparallel", 120, 512, 32) == Work(4 * 512, 1)
+    assert work("streamk", 120, 512, 32) == Work(1920, 2)  # seed 004: 1920 iterations, tiles cut in two
+    assert work("streamk2tile", 120, 512, 32) == Work(896, 2, 1024)  # seed: 896 SK + 1024 DP per WG
+    assert work("streamk2tile", 128, 512, 32) == Work(0, 1, 2048)  # T % g == 0: all data-parallel
+    with pytest.raises(ValueError, match="does not know"):
+        work("splitk", 1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("iters", "kt", "peers"),
+    [(512, 512, 1), (1024, 512, 1), (700, 512, 2), (256, 512, 2), (128, 512, 4), (300, 512, 3), (100, 512, 7)],
+)
+def test_peers(iters, kt, peers):
+    assert _peers(iters, kt) == peers
+
+
+def test_peers_matches_the_schedule():
+    """The formula bounds the CTAs that really share a tile in the compiled Stream-K schedule."""
+    for m, n, k, g in [(160, 192, 4096, 32), (64, 48, 900, 13), (32, 32, 2000, 40)]:
+        kern = ctgraph.compile(
+            ctgraph.gemm(m, n, k, macro_tile=(16, 16, 8)), transform="streamk", workgroups=g, target="cpu"
+        )
+        owners: dict[tuple[int, int], set[int]] = {}
+        for wg, w in enumerate(kern.schedule()):
+            for a, b, _ in w:
+                owners.setdefault((a, b), set()).add(wg)
+        tm, tn, kt = kern.problem.tiles
+        assert max(map(len, owners.values())) <= work("streamk", tm * tn, kt, g).peers
+
+
+def test_all_dp_when_tiles_divide_evenly():
+    # 264 tiles: data-parallel fills both CTA slots of every SM exactly
+    assert MODEL.best_grid("dataparallel", 264, 64) == 264
+    # 132 tiles: one tile per SM, no co-resident CTA slowing it down
+    assert MODEL.best_grid("dataparallel", 132, 64) == 132
+    g = MODEL.best_grid("streamk2tile", 264, 64)
+    assert 264 % g == 0 and work("streamk2tile", 264, 64, g).peers == 1  # all DP: no fixup
+
+
+def test_few_tiles_long_k_prefers_stream_k_over_dp():
+    dp = MODEL.time(work("dataparallel", 4, 1024, 4), 4)
+    g = MODEL.best_grid("streamk", 4, 1024)
+    assert g > 4 and MODEL.time(work("streamk", 4, 1024, g), g) < dp / 5
+
+
+def test_nnls_recovers_constants():
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 5))
+    x = np.array([4e-6, 2e-6, 1.5e-6, 2.2e-6, 0.0])
+    np.testing.assert_allclose(nnls(X, X @ x), x, atol=1e-9)
+
+
+def test_save_and_load(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    assert load_model("Some GPU") == DEFAULTS["default"]
+    m = GridModel(1e-6, 2e-6, 3e-6, 4e-6, 5e-6, sms=100, ctas_per_sm=1, device="Some GPU")
+    path = save_model(m)
+    assert path.parent.parent == tmp_path and load_model("Some GPU") == m
+
+
+def test_workgroups_auto():
+    g = ctgraph.gemm(64, 64, 64)
+    assert ctgraph.compile(g, transform="streamk", workgroups="auto", target="cpu").workgroups == CPU_WORKGROUPS
+    with pytest.raises(ValueError, match="needs a GPU"):
+        ctgraph.compile(g, transform="streamk", workgroups="auto", target="cuda", build=False)
+    with pytest.raises(ValueError, match="workgroups must be"):
+        ctgraph.compile(g, transform="streamk", workgroups="many", target="cpu")
