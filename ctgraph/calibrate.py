@@ -59,9 +59,9 @@ def calibrate(
 
     from .bench import _kernel_time
 
-    dev = drv.Context.get_device()
-    sms = dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
     probe = ctgraph.compile(ctgraph.gemm(256, 256, 256, macro_tile=macro_tile), transform="streamk", target="cuda")
+    dev = drv.Context.get_device()  # NOTE: after the first compile, which makes the primary context current
+    sms = dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
     resident = probe.program.function().resident_ctas()
     grids = sorted({max(1, sms // 4), sms // 2, sms, (sms + resident) // 2, resident})
     rows: list[dict[str, Any]] = []

@@ -88,9 +88,9 @@ class GridModel:
         )
 
     def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:
-        """The g in [1, max_grid] with the least predicted time (ties: the smaller g)."""
+        """The g in [1, max_grid] with the least predicted time (ties: the larger g, shorter last rounds)."""
         top = max_grid or self.sms * self.ctas_per_sm
-        return min(range(1, top + 1), key=lambda g: (self.time(work(transform, tiles, kt, g, sk_batches), g), g))
+        return min(range(1, top + 1), key=lambda g: (self.time(work(transform, tiles, kt, g, sk_batches), g), -g))
 
 
 # Fitted with `python -m ctgraph calibrate` on the project's H100 (2026-11-22), 128x128x64 tiles, fp16.
