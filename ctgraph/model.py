@@ -13,7 +13,7 @@ peers) to the Stream-K section's time.
 
 ``python -m ctgraph calibrate`` fits (a, b, c_alone, c_shared, d) by nonnegative least squares on kernel
 times of this project's own kernels, and stores them per device name in the cache directory;
-:data:`DEFAULTS` holds the fit for the H100 this project is benchmarked on.
+:data:`DEFAULTS` are the documented constants used where no fit is stored.
 """
 
 from __future__ import annotations
@@ -93,7 +93,10 @@ class GridModel:
         return min(range(1, top + 1), key=lambda g: (self.time(work(transform, tiles, kt, g, sk_batches), g), -g))
 
 
-# Fitted with `python -m ctgraph calibrate` on the project's H100 (2026-11-22), 128x128x64 tiles, fp16.
+# NOTE: a hand-set starting point, not a fit: on the H100 anchors it picks grids that gain up to 1.6x over
+# the resident-count default (docs/benchmarks.md), where this session's least-squares fit, with its 26%
+# median error, picked worse ones on some shapes. `python -m ctgraph calibrate` fits your GPU and stores
+# the result per device name; load_model prefers that file.
 DEFAULTS: dict[str, GridModel] = {
     "default": GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6),
 }

@@ -136,3 +136,11 @@ def test_compute_sanitizer(tool):
     )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "ERROR SUMMARY: 0 errors" in r.stdout or "RACECHECK SUMMARY: 0 hazards" in r.stdout, r.stdout[-2000:]
+
+
+@pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
+def test_model_chosen_grid_is_correct(transform):
+    A, B, C = operands(1280, 1536, 2048, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(1280, 1536, 2048), transform=transform, workgroups="auto", target="cuda")
+    assert 1 <= kern.workgroups <= kern.program.function().resident_ctas()
+    check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
