@@ -149,7 +149,7 @@ def geomean(xs: list[float]) -> float:
 
 def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: str) -> str:
     vs_dp = [t for t in transforms if t != "dataparallel"] if "dataparallel" in transforms else []
-    short = {"dataparallel": "DP", "streamk": "SK", "streamk2tile": "SK2T", "cublas": "cuBLAS"}
+    short = {"dataparallel": "DP", "streamk": "SK", "streamk2tile": "SK2T", "streamk_hybrid": "HYB", "cublas": "cuBLAS"}
     head = [
         "m",
         "n",
