@@ -16,6 +16,7 @@ from .gemm import GemmProblem
 from .graph import CoordinateGraph
 from .passes import pass_options
 from .passes import transform as run_pipeline
+from .policy import Selection, select
 from .schedule import schedule as graph_schedule
 
 __all__ = ["CPU_WORKGROUPS", "Kernel", "compile"]
@@ -40,6 +41,7 @@ class Kernel:
         self.target = target
         self.options = dict(options)
         self.sk_batches = sk_batches
+        self.policy: Selection | None = None  # what transform="auto" chose, and why
         self.problem: GemmProblem = graph.attrs["gemm"]
         self.graph = run_pipeline(graph, transform, workgroups, sk_batches)
 
@@ -81,6 +83,14 @@ class Kernel:
         return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
 
 
+def choose_policy(graph: CoordinateGraph, target: str, options: dict[str, Any]) -> Selection:
+    """``transform="auto"``: the policy for this GEMM on this target (:mod:`ctgraph.policy`)."""
+    if target == "cuda":
+        return backend(target).select_policy(graph, options)
+    p = graph.attrs["gemm"]
+    return select("cpu", p.m, p.n, p.k, p.dtype, p.macro_tile, CPU_WORKGROUPS, CPU_WORKGROUPS)
+
+
 def compile(
     graph: CoordinateGraph,
     transform: str = "streamk2tile",
@@ -92,7 +102,9 @@ def compile(
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
 
     ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
-    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1). ``workgroups``: the grid size g
+    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), or "auto": the policy (transform, batches,
+    grid) from the GPU's tuning table and grid-size model; ``kern.policy`` says what and why.
+    ``workgroups``: the grid size g
     (default: the device's co-resident CTA count on "cuda", :data:`CPU_WORKGROUPS` on "cpu"; "auto":
     the g the grid-size model of :mod:`ctgraph.model` predicts fastest for this shape).
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
@@ -102,8 +114,18 @@ def compile(
     """
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
-    pass_options(transform, 1, sk_batches)  # checks transform and sk_batches before any work
     target = resolve_target(target)
+    selection = None
+    if transform == "auto":
+        if sk_batches is not None:
+            raise ValueError('sk_batches is chosen by transform="auto"; pass a transform to set it')
+        if target == "cuda" and options.get("build", True) is False:
+            raise ValueError('transform="auto" needs the GPU it chooses for; pass a transform with build=False')
+        selection = choose_policy(graph, target, options)
+        transform, sk_batches = selection.policy.transform, selection.policy.sk_batches
+        if workgroups is None:
+            workgroups = selection.workgroups
+    pass_options(transform, 1, sk_batches)  # checks transform and sk_batches before any work
     if workgroups is None:
         if target == "cuda" and options.get("build", True) is False:
             raise ValueError("workgroups is required with build=False (there is no GPU to ask for its size)")
@@ -121,6 +143,7 @@ def compile(
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches)
+    kern.policy = selection
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here
     return kern

@@ -19,10 +19,11 @@ times of this project's own kernels, and stores them per device name in the cach
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import numpy as np
 
 from . import knobs
 from .passes import split_sk_dp
@@ -39,27 +40,33 @@ class Work:
     dp_iters: int = 0  # iterations of a data-parallel section that follows (no fixup)
 
 
-def _peers(iters: int, kt: int) -> int:
+def _peers(iters: np.ndarray, kt: int) -> np.ndarray:
     """The most CTAs that cover one tile when every CTA gets ``iters`` consecutive iterations."""
-    if iters <= 0 or iters % kt == 0:
-        return 1
-    if kt % iters == 0:
-        return kt // iters
-    return 1 + math.ceil((kt - 1) / iters)
+    it = np.maximum(iters, 1)
+    return np.where((iters <= 0) | (iters % kt == 0), 1,
+                    np.where(kt % it == 0, kt // it, 1 + -(-(kt - 1) // it)))
+
+
+def works(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> tuple[np.ndarray, ...]:
+    """``(iters, peers, dp_iters)`` per CTA for every grid size in ``g`` (numpy arrays, vectorised)."""
+    g = np.asarray(g, dtype=np.int64)
+    zero = np.zeros_like(g)
+    if transform == "dataparallel":
+        return -(-tiles // g) * kt, np.ones_like(g), zero
+    if transform == "streamk":
+        iters = -(-tiles * kt // g)
+        return iters, _peers(iters, kt), zero
+    if transform in ("streamk2tile", "streamk_hybrid"):
+        n_sk, n_dp = split_sk_dp(tiles, kt, g, sk_batches)
+        iters = -(-n_sk // g)
+        return iters, np.where(n_sk > 0, _peers(iters, kt), 1), n_dp // g
+    raise ValueError(f"the grid model does not know transform {transform!r}")
 
 
 def work(transform: str, tiles: int, kt: int, g: int, sk_batches: int = 2) -> Work:
     """The per-CTA work of ``transform`` for ``tiles`` output tiles of ``kt`` iterations on ``g`` CTAs."""
-    if transform == "dataparallel":
-        return Work(-(-tiles // g) * kt, 1)
-    if transform == "streamk":
-        iters = -(-tiles * kt // g)
-        return Work(iters, _peers(iters, kt))
-    if transform in ("streamk2tile", "streamk_hybrid"):
-        n_sk, n_dp = (int(x) for x in split_sk_dp(tiles, kt, g, sk_batches))
-        iters = -(-n_sk // g)
-        return Work(iters, _peers(iters, kt) if n_sk else 1, n_dp // g)
-    raise ValueError(f"the grid model does not know transform {transform!r}")
+    iters, peers, dp = (int(a[0]) for a in works(transform, tiles, kt, np.array([g]), sk_batches))
+    return Work(iters, peers, dp)
 
 
 @dataclass(frozen=True)
@@ -82,15 +89,20 @@ class GridModel:
         return [1.0, float(w.peers > 1), iters if alone else 0.0, 0.0 if alone else iters, float(w.peers - 1)]
 
     def time(self, w: Work, g: int) -> float:
-        return sum(
-            k * x
-            for k, x in zip((self.a, self.b, self.c_alone, self.c_shared, self.d), self.features(w, g), strict=True)
-        )
+        return float(np.dot([self.a, self.b, self.c_alone, self.c_shared, self.d], self.features(w, g)))
 
-    def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:
+    def times(self, transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> np.ndarray:
+        """Predicted time for every grid size in ``g`` (the vectorised :meth:`time`)."""
+        iters, peers, dp = works(transform, tiles, kt, g, sk_batches)
+        c = np.where(np.asarray(g) <= self.sms, self.c_alone, self.c_shared)
+        return self.a + self.b * (peers > 1) + c * (iters + dp) + self.d * (peers - 1)
+
+    def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None,
+                  sk_batches: int = 2) -> int:
         """The g in [1, max_grid] with the least predicted time (ties: the larger g, shorter last rounds)."""
-        top = max_grid or self.sms * self.ctas_per_sm
-        return min(range(1, top + 1), key=lambda g: (self.time(work(transform, tiles, kt, g, sk_batches), g), -g))
+        g = np.arange(1, (max_grid or self.sms * self.ctas_per_sm) + 1)
+        t = self.times(transform, tiles, kt, g, sk_batches)
+        return int(g[np.flatnonzero(t == t.min())[-1]])
 
 
 # NOTE: a hand-set starting point, not a fit: on the H100 anchors it picks grids that gain up to 1.6x over

@@ -32,7 +32,7 @@ TRANSFORMS = tuple(PIPELINES)
 
 def check_transform(name: object) -> str:
     if not isinstance(name, str) or name not in PIPELINES:
-        raise ValueError(f"unknown transform {name!r}; valid transforms: {', '.join(TRANSFORMS)}")
+        raise ValueError(f"unknown transform {name!r}; valid transforms: {', '.join(TRANSFORMS)}, or 'auto'")
     return name  # type: ignore[return-value]
 
 

@@ -17,11 +17,11 @@ an owner rarely waits long, and the data-parallel tiles that follow need no sync
 
 from __future__ import annotations
 
+import numpy as np
 import sympy
 
 from ..dimensions import Linear
 from ..edges import Sunder
-from ..expr import FloorDiv, Mod
 from ..graph import CoordinateGraph
 from .common import PassOptions, distribute
 from .streamk import _global_tiles
@@ -34,7 +34,7 @@ __all__ = ["split_sk_dp", "streamk2tile", "sunder_sk_dp"]
 
 def split_sk_dp(
     tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int, batches: int = 2
-) -> tuple[sympy.Expr, sympy.Expr]:
+) -> tuple[int, int] | tuple[np.ndarray, np.ndarray]:
     """``(N_SK, N_DP)`` in k-iterations for ``tiles`` output tiles of ``k_iters`` iterations each.
 
     ``batches`` is the number of workgroup-waves of Stream-K work (Stream-K++'s hybrids): the SK part
@@ -42,10 +42,13 @@ def split_sk_dp(
     clamped at 0 (all Stream-K), and all data-parallel when ``T % g == 0``. ``batches=2`` is the two-tile
     schedule of seed 004.
     """
-    T, Kt, g = sympy.sympify(tiles), sympy.sympify(k_iters), sympy.sympify(workgroups)
-    partial = sympy.Max(0, (FloorDiv(T, g) - (batches - 1)) * g * Kt)
-    n_dp = sympy.Piecewise((T * Kt, sympy.Eq(Mod(T, g), 0)), (partial, True))
-    return T * Kt - n_dp, n_dp
+    T, Kt = int(tiles), int(k_iters)
+    g = np.asarray(workgroups, dtype=np.int64)  # NOTE: an array of grid sizes works too (the grid model's search)
+    n_dp = np.where(T % g == 0, T * Kt, np.maximum(0, (T // g - (batches - 1)) * g * Kt))
+    n_sk = T * Kt - n_dp
+    if n_dp.ndim == 0:
+        return int(n_sk), int(n_dp)
+    return n_sk, n_dp
 
 
 def sunder_sk_dp(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:

@@ -25,7 +25,7 @@ from .nvcc import ptx
 from .operands import Operand, classify
 from .options import CudaOptions
 
-__all__ = ["CudaProgram", "build", "default_workgroups", "model_workgroups", "options_from"]
+__all__ = ["CudaProgram", "build", "default_workgroups", "model_workgroups", "options_from", "select_policy"]
 
 _MODULES: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
@@ -219,3 +219,17 @@ def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_bat
     tm, tn, kt = graph.attrs["gemm"].tiles
     batches = pass_options(transform, 1, sk_batches).sk_batches
     return model.best_grid(transform, tm * tn, kt, max_grid=resident, sk_batches=batches)
+
+
+def select_policy(graph: Any, options: dict[str, Any]) -> Any:
+    """``transform="auto"`` on this GPU: :func:`ctgraph.policy.select` with its name, SMs and resident CTAs."""
+    import pycuda.driver as drv
+
+    from ctgraph.policy import select
+
+    from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
+
+    resident = default_workgroups(graph, "streamk2tile", options)  # NOTE: every transform shares the kernel's size
+    sms = device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    p = graph.attrs["gemm"]
+    return select(drv.Context.get_device().name(), p.m, p.n, p.k, p.dtype, p.macro_tile, resident, sms)

@@ -1,0 +1,199 @@
+"""``transform="auto"``: choose the policy (transform, Stream-K batches, grid) per GEMM shape, fast.
+
+As in Stream-K++, the choice comes first from a **tuning table** measured on the GPU
+(``python -m ctgraph tune shapes.csv``): for every policy, a Bloom filter holds the shapes on which that
+policy was the fastest. A Bloom filter has no false negatives, so a tuned shape always finds its
+winner; a false positive can add candidates, and then the grid-size model (:mod:`ctgraph.model`)
+breaks the tie among the candidates. A shape no filter knows is decided by the model alone. Shapes are
+hashed with BLAKE2b (stable across runs and machines, unlike Python's ``hash()``). Decisions are
+cached in memory; a table for the H100 ships in ``ctgraph/data`` and ``tune`` writes its tables to the
+cache directory, which takes precedence.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import knobs
+from .model import GridModel, load_model, work
+
+__all__ = ["POLICIES", "BloomFilter", "Policy", "Selection", "TuningTable", "select"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A schedule choice: a transform, its Stream-K batches (hybrids) and how the grid is sized."""
+
+    transform: str
+    sk_batches: int | None = None
+    grid: str = "resident"  # "resident": every CTA the GPU holds at once; "model": the grid model's choice
+
+    @property
+    def name(self) -> str:
+        batches = f"/b{self.sk_batches}" if self.sk_batches else ""
+        return f"{self.transform}{batches}/{self.grid}"
+
+
+POLICIES: tuple[Policy, ...] = (
+    Policy("dataparallel"),
+    Policy("dataparallel", grid="model"),
+    Policy("streamk"),
+    Policy("streamk", grid="model"),
+    Policy("streamk2tile"),
+    Policy("streamk2tile", grid="model"),
+    Policy("streamk_hybrid", 1),
+    Policy("streamk_hybrid", 3),
+)
+BY_NAME = {p.name: p for p in POLICIES}
+
+
+def shape_key(m: int, n: int, k: int, dtype: str) -> bytes:
+    return f"{m},{n},{k},{dtype}".encode()
+
+
+@dataclass
+class BloomFilter:
+    """A Bloom filter over byte strings: ``bits`` bits, ``hashes`` probes by double hashing of BLAKE2b."""
+
+    bits: int
+    hashes: int
+    data: bytearray = field(default_factory=bytearray)
+
+    def __post_init__(self) -> None:
+        if not self.data:
+            self.data = bytearray((self.bits + 7) // 8)
+
+    @classmethod
+    def for_capacity(cls, items: int, fp_rate: float = 0.01) -> BloomFilter:
+        """Sized for ``items`` entries at false-positive rate ``fp_rate``: m = -n ln p / ln2^2, k = m/n ln 2."""
+        n = max(1, items)
+        bits = max(64, math.ceil(-n * math.log(fp_rate) / math.log(2) ** 2))
+        return cls(bits, max(1, round(bits / n * math.log(2))))
+
+    def _probes(self, key: bytes) -> list[int]:
+        digest = hashlib.blake2b(key, digest_size=16).digest()
+        h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+        return [(h1 + i * h2) % self.bits for i in range(self.hashes)]
+
+    def add(self, key: bytes) -> None:
+        for p in self._probes(key):
+            self.data[p >> 3] |= 1 << (p & 7)
+
+    def __contains__(self, key: bytes) -> bool:
+        return all(self.data[p >> 3] >> (p & 7) & 1 for p in self._probes(key))
+
+    def to_json(self) -> dict:
+        return {"bits": self.bits, "hashes": self.hashes, "data": self.data.hex()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> BloomFilter:
+        return cls(d["bits"], d["hashes"], bytearray.fromhex(d["data"]))
+
+
+@dataclass
+class TuningTable:
+    """One Bloom filter per policy name, plus the measurements it was built from."""
+
+    device: str
+    filters: dict[str, BloomFilter]
+    rows: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, device: str, rows: list[dict], fp_rate: float = 0.01) -> TuningTable:
+        """``rows``: ``{"m", "n", "k", "dtype", "best": policy name, ...}`` per tuned shape."""
+        filters = {}
+        for name in BY_NAME:
+            mine = [r for r in rows if r["best"] == name]
+            bloom = BloomFilter.for_capacity(len(mine), fp_rate)
+            for r in mine:
+                bloom.add(shape_key(r["m"], r["n"], r["k"], r["dtype"]))
+            filters[name] = bloom
+        return cls(device, filters, rows)
+
+    def candidates(self, m: int, n: int, k: int, dtype: str) -> list[str]:
+        key = shape_key(m, n, k, dtype)
+        return [name for name, bloom in self.filters.items() if key in bloom]
+
+    def to_json(self) -> str:
+        return json.dumps({"device": self.device, "filters": {k: v.to_json() for k, v in self.filters.items()},
+                           "rows": self.rows}, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> TuningTable:
+        d = json.loads(text)
+        return cls(d["device"], {k: BloomFilter.from_json(v) for k, v in d["filters"].items()}, d.get("rows", []))
+
+
+def _file_name(device: str) -> str:
+    return "tuning-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", device) + ".json"
+
+
+def user_table_path(device: str) -> Path:
+    return knobs.cache_dir() / "tuning" / _file_name(device)
+
+
+@functools.cache
+def load_table(device: str) -> TuningTable | None:
+    """The tuning table of ``device``: the cache directory's (from ``tune``), else the shipped one, else None."""
+    path = user_table_path(device)
+    if path.exists():
+        return TuningTable.from_json(path.read_text())
+    shipped = resources.files("ctgraph") / "data" / _file_name(device)
+    if shipped.is_file():
+        return TuningTable.from_json(shipped.read_text())
+    return None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What ``auto`` chose and why (``kern.policy``)."""
+
+    policy: Policy
+    workgroups: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.policy.name} on {self.workgroups} workgroups: {self.reason}"
+
+
+def _grid(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> int:
+    if policy.grid == "resident":
+        return resident
+    return model.best_grid(policy.transform, tiles, kt, max_grid=resident, sk_batches=policy.sk_batches or 2)
+
+
+def _predict(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> tuple[float, int]:
+    g = _grid(policy, model, tiles, kt, resident)
+    return model.time(work(policy.transform, tiles, kt, g, policy.sk_batches or 2), g), g
+
+
+@functools.lru_cache(maxsize=4096)
+def select(device: str, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int], resident: int,
+           sms: int) -> Selection:
+    """The policy for one GEMM on ``device`` (a GPU that holds ``resident`` CTAs on ``sms`` SMs)."""
+    bm, bn, bk = macro_tile
+    tiles, kt = -(-m // bm) * -(-n // bn), -(-k // bk)
+    model = load_model(device)
+    model = GridModel(model.a, model.b, model.c_alone, model.c_shared, model.d, sms=sms,
+                      ctas_per_sm=max(1, resident // sms), device=device)
+    table = load_table(device)
+    hits = table.candidates(m, n, k, dtype) if table is not None else []
+    pool = [BY_NAME[h] for h in hits if h in BY_NAME] or list(POLICIES)
+    scored = sorted((_predict(p, model, tiles, kt, resident), i, p) for i, p in enumerate(pool))
+    (_, g), _, best = scored[0]
+    if len(hits) == 1:
+        reason = "tuning table"
+    elif hits:
+        reason = f"tuning table ({len(hits)} candidates: a Bloom false positive), grid model broke the tie"
+    elif table is None:
+        reason = f"grid model (no tuning table for {device})"
+    else:
+        reason = "grid model (shape not in the tuning table)"
+    return Selection(best, g, reason)
