@@ -112,6 +112,8 @@ def run_bench(
         for t in transforms:
             kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=macro_tile), transform=t, target="cuda")
             row[f"{t}_workgroups"] = kern.workgroups
+            if kern.policy is not None:
+                row[f"{t}_policy"] = kern.policy.policy.name
             runners[t] = lambda kern=kern, A=A, B=B, D=D: kern(A, B, out=D, stream=torch.cuda.current_stream())
             runners[t]()
             row[f"{t}_maxerr"] = float((D.float() - ref.float()).abs().max())
@@ -149,7 +151,8 @@ def geomean(xs: list[float]) -> float:
 
 def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: str) -> str:
     vs_dp = [t for t in transforms if t != "dataparallel"] if "dataparallel" in transforms else []
-    short = {"dataparallel": "DP", "streamk": "SK", "streamk2tile": "SK2T", "streamk_hybrid": "HYB", "cublas": "cuBLAS"}
+    short = {"dataparallel": "DP", "streamk": "SK", "streamk2tile": "SK2T", "streamk_hybrid": "HYB", "auto": "AUTO",
+             "cublas": "cuBLAS"}
     head = [
         "m",
         "n",
@@ -178,6 +181,10 @@ def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: st
         ]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines += ["", "Geomean over these shapes (kernel time / call time):", ""]
+    fixed = [t for t in transforms if t != "auto"]
+    if "auto" in transforms and fixed:  # how often auto is within 3% of the best fixed policy of this run
+        near = sum(r["auto_tflops"] >= 0.97 * max(r[f"{t}_tflops"] for t in fixed) for r in rows)
+        lines.append(f"- auto within 3% of the best of {', '.join(fixed)}: {near} of {len(rows)} shapes")
     for t in transforms:
         kr = geomean([r[f"{t}_tflops"] / r["cublas_tflops"] for r in rows])
         cr = geomean([r[f"{t}_call_tflops"] / r["cublas_call_tflops"] for r in rows])

@@ -113,6 +113,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .bench import read_shapes
+    from .tune import tune
+
+    tune(read_shapes(args.shapes), macro_tile=tuple(args.tile), out=Path(args.out) if args.out else None)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctgraph", description="ctgraph: a coordinate-graph GEMM compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -148,12 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar=("BM", "BN", "BK"),
         help="macro tile for every transform (default 128 128 64, the fastest measured on the H100)",
     )
-    p.add_argument("--transforms", nargs="+", choices=TRANSFORMS, default=list(TRANSFORMS))
+    p.add_argument("--transforms", nargs="+", choices=(*TRANSFORMS, "auto"), default=[*TRANSFORMS, "auto"])
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("calibrate", help="fit the grid-size model on this GPU (needs torch); stores it per device")
     p.add_argument("--quiet", action="store_true", help="no line per measurement")
     p.set_defaults(func=cmd_calibrate)
+    p = sub.add_parser("tune", help="time every policy on a CSV of shapes and build transform=auto's tuning table")
+    p.add_argument("shapes", help="CSV with columns m,n,k")
+    p.add_argument("--tile", type=int, nargs=3, default=(128, 128, 64), metavar=("BM", "BN", "BK"))
+    p.add_argument("--out", help="also write the table here (besides the cache directory)")
+    p.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

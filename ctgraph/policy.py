@@ -119,11 +119,21 @@ class TuningTable:
 
     def candidates(self, m: int, n: int, k: int, dtype: str) -> list[str]:
         key = shape_key(m, n, k, dtype)
-        return [name for name, bloom in self.filters.items() if key in bloom]
+        return [name for name in BY_NAME if name in self.filters and key in self.filters[name]]  # POLICIES order
 
     def to_json(self) -> str:
-        return json.dumps({"device": self.device, "filters": {k: v.to_json() for k, v in self.filters.items()},
-                           "rows": self.rows}, indent=1, sort_keys=True) + "\n"
+        return (
+            json.dumps(
+                {
+                    "device": self.device,
+                    "filters": {k: v.to_json() for k, v in self.filters.items()},
+                    "rows": self.rows,
+                },
+                indent=1,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
     @classmethod
     def from_json(cls, text: str) -> TuningTable:
@@ -175,14 +185,23 @@ def _predict(policy: Policy, model: GridModel, tiles: int, kt: int, resident: in
 
 
 @functools.lru_cache(maxsize=4096)
-def select(device: str, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int], resident: int,
-           sms: int) -> Selection:
+def select(
+    device: str, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int], resident: int, sms: int
+) -> Selection:
     """The policy for one GEMM on ``device`` (a GPU that holds ``resident`` CTAs on ``sms`` SMs)."""
     bm, bn, bk = macro_tile
     tiles, kt = -(-m // bm) * -(-n // bn), -(-k // bk)
     model = load_model(device)
-    model = GridModel(model.a, model.b, model.c_alone, model.c_shared, model.d, sms=sms,
-                      ctas_per_sm=max(1, resident // sms), device=device)
+    model = GridModel(
+        model.a,
+        model.b,
+        model.c_alone,
+        model.c_shared,
+        model.d,
+        sms=sms,
+        ctas_per_sm=max(1, resident // sms),
+        device=device,
+    )
     table = load_table(device)
     hits = table.candidates(m, n, k, dtype) if table is not None else []
     pool = [BY_NAME[h] for h in hits if h in BY_NAME] or list(POLICIES)

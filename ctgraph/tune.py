@@ -1,0 +1,62 @@
+"""``python -m ctgraph tune shapes.csv``: measure every policy on every shape and build the tuning table.
+
+For each shape (fp16, the given macro tile) each policy of :data:`ctgraph.policy.POLICIES` is timed
+(kernel time, as the benchmark); the fastest one's Bloom filter gets the shape. The table goes to the
+cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``transform="auto"`` finds it, and to ``--out``
+when given (the shipped table is made that way). Needs torch and a GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .policy import POLICIES, TuningTable, user_table_path
+
+__all__ = ["tune"]
+
+
+def tune(
+    shapes: list[tuple[int, int, int]],
+    macro_tile: tuple[int, int, int] = (128, 128, 64),
+    out: Path | None = None,
+    progress: bool = True,
+) -> TuningTable:
+    import pycuda.driver as drv
+    import torch
+
+    import ctgraph
+    from lowering.cuda import model_workgroups
+
+    from .bench import _kernel_time
+
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    rows: list[dict[str, Any]] = []
+    device = None
+    for m, n, k in shapes:
+        A = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        B = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        D = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        g = ctgraph.gemm(m, n, k, macro_tile=macro_tile)
+        times: dict[str, float] = {}
+        for p in POLICIES:
+            wg = model_workgroups(g, p.transform, {}, p.sk_batches) if p.grid == "model" else None
+            kern = ctgraph.compile(g, transform=p.transform, workgroups=wg, target="cuda", sk_batches=p.sk_batches)
+
+            def run(kern=kern, A=A, B=B, D=D):
+                return kern(A, B, out=D, stream=torch.cuda.current_stream())
+
+            times[p.name] = _kernel_time(run, reps=10)
+        device = device or drv.Context.get_device().name()
+        best = min(times, key=times.get)
+        rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "best": best, "seconds": times})
+        if progress:
+            print(f"{m}x{n}x{k}: {best} ({2 * m * n * k / times[best] / 1e12:.0f} TF)", flush=True)
+    table = TuningTable.build(device or "unknown", rows)
+    for path in (user_table_path(table.device), out):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(table.to_json())
+            if progress:
+                print(f"wrote {path}")
+    return table
