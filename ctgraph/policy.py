@@ -106,7 +106,7 @@ class TuningTable:
     rows: list[dict] = field(default_factory=list)
 
     @classmethod
-    def build(cls, device: str, rows: list[dict], fp_rate: float = 0.01) -> TuningTable:
+    def build(cls, device: str, rows: list[dict], fp_rate: float = 0.001) -> TuningTable:
         """``rows``: ``{"m", "n", "k", "dtype", "best": policy name, ...}`` per tuned shape."""
         filters = {}
         for name in BY_NAME:
