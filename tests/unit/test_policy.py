@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -71,16 +70,21 @@ def test_select_uses_the_table_then_the_model(tmp_path, monkeypatch):
     select.cache_clear()
 
 
-def test_selection_is_fast_and_cached():
+def test_selection_is_cached():
     select.cache_clear()
-    start = time.perf_counter()
-    select("Some GPU", 4096, 4096, 4096, "float16", (128, 128, 64), 264, 132)
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(1000):
-        select("Some GPU", 4096, 4096, 4096, "float16", (128, 128, 64), 264, 132)
-    again = (time.perf_counter() - start) / 1000
-    assert again < first  # cached; absolute figures go to docs/benchmarks.md, not into a test
+    a = select("Some GPU", 4096, 4096, 4096, "float16", (128, 128, 64), 264, 132)
+    for _ in range(10):
+        assert select("Some GPU", 4096, 4096, 4096, "float16", (128, 128, 64), 264, 132) is a
+    info = select.cache_info()
+    assert (info.misses, info.hits) == (1, 10)  # timings are in docs/benchmarks.md, not in a test
+
+
+def test_shipped_h100_table_has_no_false_negatives():
+    table = load_table("NVIDIA H100 80GB HBM3")
+    assert table is not None and len(table.rows) == 128
+    for r in table.rows:
+        assert r["best"] in table.candidates(r["m"], r["n"], r["k"], r["dtype"])
+        assert r["best"] == min(r["seconds"], key=r["seconds"].get)
 
 
 def test_auto_on_the_cpu():
