@@ -91,6 +91,15 @@ def choose_policy(graph: CoordinateGraph, target: str, options: dict[str, Any]) 
     return select("cpu", p.m, p.n, p.k, p.dtype, p.macro_tile, CPU_WORKGROUPS, CPU_WORKGROUPS)
 
 
+def _ask_gpu(target: str, options: dict[str, Any], what: str) -> bool:
+    """True when ``what`` must ask the GPU; a ``ValueError`` when ``build=False`` says there is none to ask."""
+    if target != "cuda":
+        return False
+    if options.get("build", True) is False:
+        raise ValueError(f"{what} needs the GPU to decide; with build=False pass an explicit value")
+    return True
+
+
 def compile(
     graph: CoordinateGraph,
     transform: str = "streamk2tile",
@@ -102,15 +111,14 @@ def compile(
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
 
     ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
-    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), or "auto": the policy (transform, batches,
-    grid) from the GPU's tuning table and grid-size model; ``kern.policy`` says what and why.
-    ``workgroups``: the grid size g
-    (default: the device's co-resident CTA count on "cuda", :data:`CPU_WORKGROUPS` on "cpu"; "auto":
-    the g the grid-size model of :mod:`ctgraph.model` predicts fastest for this shape).
-    ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
+    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), or "auto": the policy (transform,
+    batches, grid) from the GPU's tuning table and grid-size model; ``kern.policy`` says what and why.
+    ``workgroups``: the grid size g; default: the device's co-resident CTA count on "cuda",
+    :data:`CPU_WORKGROUPS` on "cpu"; "auto": the g the grid-size model (:mod:`ctgraph.model`) predicts
+    fastest for this shape. ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
     ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
     kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
-    ``stages``, ``vector``, ``arch``).
+    ``stages``, ``vector``, ``arch``, ``ctas_per_sm``, ``fetch_step``).
     """
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
@@ -119,26 +127,19 @@ def compile(
     if transform == "auto":
         if sk_batches is not None:
             raise ValueError('sk_batches is chosen by transform="auto"; pass a transform to set it')
-        if target == "cuda" and options.get("build", True) is False:
-            raise ValueError('transform="auto" needs the GPU it chooses for; pass a transform with build=False')
+        _ask_gpu(target, options, 'transform="auto"')
         selection = choose_policy(graph, target, options)
         transform, sk_batches = selection.policy.transform, selection.policy.sk_batches
         if workgroups is None:
             workgroups = selection.workgroups
     pass_options(transform, 1, sk_batches)  # checks transform and sk_batches before any work
     if workgroups is None:
-        if target == "cuda" and options.get("build", True) is False:
-            raise ValueError("workgroups is required with build=False (there is no GPU to ask for its size)")
+        ask = _ask_gpu(target, options, "the default workgroups (the resident CTA count)")
+        workgroups = backend(target).default_workgroups(graph, transform, options) if ask else CPU_WORKGROUPS
+    elif workgroups == "auto":  # the grid-size model's choice on a GPU; the default on the CPU
+        ask = _ask_gpu(target, options, 'workgroups="auto"')
         workgroups = (
-            backend(target).default_workgroups(graph, transform, options) if target == "cuda" else CPU_WORKGROUPS
-        )
-    if workgroups == "auto":  # the fitted grid-size model's choice on a GPU; the default on the CPU
-        if target == "cuda" and options.get("build", True) is False:
-            raise ValueError('workgroups="auto" needs a GPU to size the grid; pass an integer with build=False')
-        workgroups = (
-            backend(target).model_workgroups(graph, transform, options, sk_batches)
-            if target == "cuda"
-            else CPU_WORKGROUPS
+            backend(target).model_workgroups(graph, transform, options, sk_batches) if ask else CPU_WORKGROUPS
         )
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')

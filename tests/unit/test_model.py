@@ -77,7 +77,7 @@ def test_save_and_load(tmp_path, monkeypatch):
 def test_workgroups_auto():
     g = ctgraph.gemm(64, 64, 64)
     assert ctgraph.compile(g, transform="streamk", workgroups="auto", target="cpu").workgroups == CPU_WORKGROUPS
-    with pytest.raises(ValueError, match="needs a GPU"):
+    with pytest.raises(ValueError, match="needs the GPU"):
         ctgraph.compile(g, transform="streamk", workgroups="auto", target="cuda", build=False)
     with pytest.raises(ValueError, match="workgroups must be"):
         ctgraph.compile(g, transform="streamk", workgroups="many", target="cpu")
