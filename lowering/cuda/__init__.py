@@ -80,6 +80,7 @@ class CudaProgram:
         self.slots = max(partial_slots(kernel.graph), 1)
         self._workspaces: dict[int, tuple[Any, Any]] = {}
         self._ptx: dict[bool, str] = {}
+        self._built = False
 
     @property
     def ptx(self) -> str:
@@ -92,6 +93,9 @@ class CudaProgram:
         return _load(self.sources[v], self.root.name, self.options, self.layout["THREADS"], self.layout["SMEM_BYTES"])
 
     def build(self) -> CudaProgram:
+        """Compile and load; refuse a grid larger than what can be resident (checked once per program)."""
+        if self._built:
+            return self
         fn = self.function()
         limit = fn.resident_ctas()
         if self.kernel.workgroups > limit:
@@ -100,6 +104,7 @@ class CudaProgram:
                 "resident at once on this GPU; Stream-K's fixup waits would deadlock. Use workgroups<="
                 f"{limit} (or leave it None)"
             )
+        self._built = True
         return self
 
     def _workspace(self, stream: int) -> tuple[Any, Any]:
@@ -153,15 +158,15 @@ class CudaProgram:
             *[ctypes.c_int(v) for v in self.params],
         ]
         self.function(vector).launch(self.kernel.workgroups, args, handle)
-        result = ops["out"].obj
-        if ops["A"].host:
-            host = out if out is not None else np.empty((p.m, p.n), p.dtype)
-            src = dev.get("out")
-            if src is None:
-                src = result
-            src.get(host)
-            return host
-        return result
+        if "out" in dev or ops["A"].host:  # a numpy result: wait for the kernel, then copy back
+            from .driver import stream_synchronize
+
+            stream_synchronize(handle)
+            if "out" in dev:
+                dev["out"].get(ops["out"].obj)
+                return ops["out"].obj
+            return ops["out"].obj.get()
+        return ops["out"].obj
 
 
 def _stream_handle(stream: Any) -> int:

@@ -12,7 +12,7 @@ import ctypes.util
 import functools
 from collections.abc import Sequence
 
-__all__ = ["CudaError", "Function", "device_attribute", "load_function"]
+__all__ = ["CudaError", "Function", "device_attribute", "load_function", "stream_synchronize"]
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -33,6 +33,11 @@ def _check(result: int, what: str) -> None:
         msg = ctypes.c_char_p()
         _lib().cuGetErrorString(result, ctypes.byref(msg))
         raise CudaError(f"{what} failed: CUDA error {result} ({(msg.value or b'?').decode()})")
+
+
+def stream_synchronize(stream: int) -> None:
+    """Wait for the work queued on ``stream`` (0: the legacy default stream)."""
+    _check(_lib().cuStreamSynchronize(ctypes.c_void_p(stream)), "cuStreamSynchronize")
 
 
 def device_attribute(attribute: int) -> int:

@@ -144,3 +144,14 @@ def test_model_chosen_grid_is_correct(transform):
     kern = ctgraph.compile(ctgraph.gemm(1280, 1536, 2048), transform=transform, workgroups="auto", target="cuda")
     assert 1 <= kern.workgroups <= kern.program.function().resident_ctas()
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+
+
+def test_mixed_operands_and_numpy_out_on_a_stream():
+    torch = pytest.importorskip("torch")
+    A, B, C = operands(300, 200, 500, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(300, 200, 500), transform="streamk2tile", target="cuda")
+    out = np.full((300, 200), np.nan, np.float16)
+    s = torch.cuda.Stream()
+    got = kern(torch.from_numpy(A).cuda(), B, C, beta=1.0, out=out, stream=s)  # torch A, numpy B/C/out
+    assert got is out
+    check(out, A, B, C, 1.0, 1.0, "float16")
