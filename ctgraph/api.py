@@ -14,7 +14,7 @@ from typing import Any
 from .backends import backend, resolve_target
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
-from .passes import pass_options
+from .passes import pass_options, split_chunks
 from .passes import transform as run_pipeline
 from .policy import Selection, select
 from .schedule import schedule as graph_schedule
@@ -35,15 +35,17 @@ class Kernel:
         target: str,
         options: dict[str, Any],
         sk_batches: int | None = None,
+        split: int | None = None,
     ) -> None:
         self.transform = transform
         self.workgroups = workgroups
         self.target = target
         self.options = dict(options)
         self.sk_batches = sk_batches
+        self.split = split
         self.policy: Selection | None = None  # what transform="auto" chose, and why
         self.problem: GemmProblem = graph.attrs["gemm"]
-        self.graph = run_pipeline(graph, transform, workgroups, sk_batches)
+        self.graph = run_pipeline(graph, transform, workgroups, sk_batches, split)
 
     def __repr__(self) -> str:
         p = self.problem
@@ -91,6 +93,20 @@ def choose_policy(graph: CoordinateGraph, target: str, options: dict[str, Any]) 
     return select("cpu", p.m, p.n, p.k, p.dtype, p.macro_tile, CPU_WORKGROUPS, CPU_WORKGROUPS)
 
 
+def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[int, int]:
+    """splitk runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget it fits in.
+
+    Without ``split``, the most chunks that fit: ``split = workgroups // tiles``.
+    """
+    tiles = p.tiles[0] * p.tiles[1]
+    split = max(1, workgroups // tiles) if split is None else split
+    need = tiles * split_chunks(p.tiles[2], split)[0]
+    if need > workgroups:
+        raise ValueError(f"splitk needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
+                         f"{workgroups}; use fewer chunks (split=), more workgroups, or a Stream-K transform")
+    return need, split
+
+
 def _ask_gpu(target: str, options: dict[str, Any], what: str) -> bool:
     """True when ``what`` must ask the GPU; a ``ValueError`` when ``build=False`` says there is none to ask."""
     if target != "cuda":
@@ -106,12 +122,14 @@ def compile(
     workgroups: int | str | None = None,
     target: str = "auto",
     sk_batches: int | None = None,
+    split: int | None = None,
     **options: Any,
 ) -> Kernel:
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
 
     ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
-    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), or "auto": the policy (transform,
+    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), "splitk" (``split`` K chunks per output
+    tile, default 4, one workgroup per chunk: g = tiles * chunks), or "auto": the policy (transform,
     batches, grid) from the GPU's tuning table and grid-size model; ``kern.policy`` says what and why.
     ``workgroups``: the grid size g; default: the device's co-resident CTA count on "cuda",
     :data:`CPU_WORKGROUPS` on "cpu"; "auto": the g the grid-size model (:mod:`ctgraph.model`) predicts
@@ -132,7 +150,7 @@ def compile(
         transform, sk_batches = selection.policy.transform, selection.policy.sk_batches
         if workgroups is None:
             workgroups = selection.workgroups
-    pass_options(transform, 1, sk_batches)  # checks transform and sk_batches before any work
+    pass_options(transform, 1, sk_batches, split)  # checks transform, sk_batches, split before any work
     if workgroups is None:
         ask = _ask_gpu(target, options, "the default workgroups (the resident CTA count)")
         workgroups = backend(target).default_workgroups(graph, transform, options) if ask else CPU_WORKGROUPS
@@ -143,7 +161,9 @@ def compile(
         )
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
-    kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches)
+    if transform == "splitk":
+        workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
+    kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split)
     kern.policy = selection
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here

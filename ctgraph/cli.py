@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .passes import TRANSFORMS
+from .passes import PIPELINES, TRANSFORMS
 
 __all__ = ["main"]
 
@@ -24,8 +24,9 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
         help="macro tile (default 128 128 32)",
     )
     p.add_argument("--dtype", choices=("float16", "float32"), default="float16")
-    p.add_argument("--transform", choices=TRANSFORMS, default="streamk2tile")
+    p.add_argument("--transform", choices=(*PIPELINES, "auto"), default="streamk2tile")
     p.add_argument("--sk-batches", type=int, default=None, help="streamk_hybrid: waves of Stream-K work (1-6)")
+    p.add_argument("--split", type=int, default=None, help="splitk: K chunks per output tile")
     p.add_argument("--workgroups", type=int, default=None, help="grid size g (default: backend's choice)")
     p.add_argument("--target", choices=("cpu", "cuda", "auto"), default="cpu")
 
@@ -35,7 +36,12 @@ def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     g = ctgraph.gemm(args.m, args.n, args.k, macro_tile=tuple(args.tile), dtype=args.dtype)
     return ctgraph.compile(
-        g, transform=args.transform, workgroups=args.workgroups, target=args.target, sk_batches=args.sk_batches
+        g,
+        transform=args.transform,
+        workgroups=args.workgroups,
+        target=args.target,
+        sk_batches=args.sk_batches,
+        split=args.split,
     )
 
 

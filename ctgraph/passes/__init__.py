@@ -12,10 +12,20 @@ from .. import knobs
 from ..graph import CoordinateGraph
 from .common import PassOptions
 from .dataparallel import dataparallel
+from .splitk import split_chunks, splitk
 from .streamk import flatten_mnk, streamk
 from .streamk2tile import split_sk_dp, streamk2tile, sunder_sk_dp
 
-__all__ = ["PIPELINES", "TAKES_SK_BATCHES", "TRANSFORMS", "PassOptions", "pass_options", "split_sk_dp", "transform"]
+__all__ = [
+    "PIPELINES",
+    "TAKES_SK_BATCHES",
+    "TRANSFORMS",
+    "PassOptions",
+    "pass_options",
+    "split_chunks",
+    "split_sk_dp",
+    "transform",
+]
 
 Pass = Callable[[CoordinateGraph, PassOptions], CoordinateGraph]
 
@@ -24,32 +34,40 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     "streamk": (flatten_mnk, streamk),
     "streamk2tile": (flatten_mnk, sunder_sk_dp, streamk2tile),
     "streamk_hybrid": (flatten_mnk, sunder_sk_dp, streamk2tile),  # with PassOptions.sk_batches
+    "splitk": (splitk,),  # with PassOptions.split; one workgroup per (tile, K chunk)
 }
 # Transforms whose pipeline reads ``sk_batches`` from the caller (the others fix it).
 TAKES_SK_BATCHES = frozenset({"streamk_hybrid"})
-TRANSFORMS = tuple(PIPELINES)
+# The transforms that run on any grid size g; splitk's grid follows from the shape (tiles x chunks).
+TRANSFORMS = tuple(t for t in PIPELINES if t != "splitk")
 
 
 def check_transform(name: object) -> str:
     if not isinstance(name, str) or name not in PIPELINES:
-        raise ValueError(f"unknown transform {name!r}; valid transforms: {', '.join(TRANSFORMS)}, or 'auto'")
+        raise ValueError(f"unknown transform {name!r}; valid transforms: {', '.join(PIPELINES)}, or 'auto'")
     return name  # type: ignore[return-value]
 
 
-def pass_options(name: str, workgroups: int, sk_batches: int | None = None) -> PassOptions:
+def pass_options(
+    name: str, workgroups: int, sk_batches: int | None = None, split: int | None = None
+) -> PassOptions:
     """The options the pipeline ``name`` runs with. ``sk_batches`` (1 to 6, default 1) is for
-    "streamk_hybrid" only: data-parallel plus that many waves of Stream-K work."""
+    "streamk_hybrid" only: data-parallel plus that many waves of Stream-K work; ``split`` (default 4)
+    for "splitk" only: K chunks per output tile."""
     check_transform(name)
     if sk_batches is not None and name not in TAKES_SK_BATCHES:
         raise ValueError(f"sk_batches applies to {', '.join(sorted(TAKES_SK_BATCHES))}, not to {name!r}")
-    if name not in TAKES_SK_BATCHES:
-        return PassOptions(workgroups)  # streamk2tile's two batches; ignored by the others
-    return PassOptions(workgroups, 1 if sk_batches is None else sk_batches)
+    if split is not None and name != "splitk":
+        raise ValueError(f"split applies to splitk, not to {name!r}")
+    batches = (1 if sk_batches is None else sk_batches) if name in TAKES_SK_BATCHES else 2  # streamk2tile: 2
+    return PassOptions(workgroups, batches, 4 if split is None else split)
 
 
-def transform(graph: CoordinateGraph, name: str, workgroups: int, sk_batches: int | None = None) -> CoordinateGraph:
+def transform(
+    graph: CoordinateGraph, name: str, workgroups: int, sk_batches: int | None = None, split: int | None = None
+) -> CoordinateGraph:
     """Run the pipeline ``name`` on a GEMM precondition graph with ``workgroups`` workgroups."""
-    opts = pass_options(name, workgroups, sk_batches)
+    opts = pass_options(name, workgroups, sk_batches, split)
     steps = PIPELINES[check_transform(name)]
     out = knobs.dump_dir()
     if out is not None:

@@ -21,10 +21,12 @@ MAX_SK_BATCHES = 6
 @dataclass(frozen=True)
 class PassOptions:
     """Options every pass receives. ``workgroups`` is the grid size g; ``sk_batches`` the waves of
-    Stream-K work of a hybrid schedule (1 to 6; two-tile Stream-K is 2)."""
+    Stream-K work of a hybrid schedule (1 to 6; two-tile Stream-K is 2); ``split`` the K chunks per
+    output tile of split-K."""
 
     workgroups: int
     sk_batches: int = 2
+    split: int = 4
 
     def __post_init__(self) -> None:
         w = self.workgroups
@@ -33,6 +35,9 @@ class PassOptions:
         b = self.sk_batches
         if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not 1 <= b <= MAX_SK_BATCHES:
             raise ValueError(f"sk_batches must be an integer in [1, {MAX_SK_BATCHES}], got {b!r}")
+        s = self.split
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1:
+            raise ValueError(f"split must be a positive integer (K chunks per output tile), got {s!r}")
 
 
 @dataclass(frozen=True)

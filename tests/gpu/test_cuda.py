@@ -155,3 +155,14 @@ def test_mixed_operands_and_numpy_out_on_a_stream():
     got = kern(torch.from_numpy(A).cuda(), B, C, beta=1.0, out=out, stream=s)  # torch A, numpy B/C/out
     assert got is out
     check(out, A, B, C, 1.0, 1.0, "float16")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize(("shape", "split"), [((256, 256, 65536), 16), ((100, 37, 1000), 5), ((1, 1, 1), 3)])
+def test_splitk(shape, split, dtype):
+    m, n, k = shape
+    A, B, C = operands(m, n, k, dtype)
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, dtype=dtype), transform="splitk", split=split, target="cuda")
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, dtype)
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
