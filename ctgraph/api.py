@@ -14,7 +14,7 @@ from typing import Any
 from .backends import backend, resolve_target
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
-from .passes import pass_options, split_chunks
+from .passes import TAKES_SPLIT, pass_options, split_chunks
 from .passes import transform as run_pipeline
 from .policy import Selection, select
 from .schedule import schedule as graph_schedule
@@ -161,7 +161,7 @@ def compile(
         )
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
-    if transform == "splitk":
+    if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split)
     kern.policy = selection

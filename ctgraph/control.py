@@ -75,6 +75,7 @@ class Kernel(Node):
     workgroup: sympy.Symbol
     macro_tile: tuple[int, int, int]
     dtype: str
+    grid: sympy.Expr | None = None  # workgroups to launch; None: the kernel's grid size g
 
 
 @dataclass(frozen=True)
@@ -213,15 +214,24 @@ class ControlGraph:
         return self[t]  # type: ignore[return-value]
 
     @property
+    def kernels(self) -> list[int]:
+        """The Kernel nodes in launch order (a program may be several kernels, e.g. split-K + reduction)."""
+        return sorted(t for t in self.nx if isinstance(self[t], Kernel))
+
+    @property
     def root(self) -> int:
-        roots = [t for t in self.nx if isinstance(self[t], Kernel)]
+        """The Kernel node of a one-kernel program."""
+        roots = self.kernels
         if len(roots) != 1:
-            raise ValueError(f"a control graph has one Kernel node, found {len(roots)}")
+            raise ValueError(f"a control graph has one Kernel node, found {len(roots)} (see .kernels)")
         return roots[0]
 
     def walk(self, tag: int | None = None, depth: int = 0) -> Iterator[tuple[int, int]]:
-        """``(tag, depth)`` for every node reachable by Body edges, in program order."""
-        tag = self.root if tag is None else tag
+        """``(tag, depth)`` for every node reachable by Body edges, in program order (every kernel)."""
+        if tag is None:
+            for k in self.kernels:
+                yield from self.walk(k, depth)
+            return
         yield tag, depth
         for child in self.body(tag):
             yield from self.walk(child, depth + 1)

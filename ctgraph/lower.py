@@ -26,16 +26,18 @@ Sections the passes mark as whole-tile (data-parallel) get no fixup at all.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy
 
 from . import control as C
-from .dimensions import MacroTileIndex, MacroTileNumber, SubDimension, User
+from .dimensions import Linear, MacroTileIndex, MacroTileNumber, SubDimension, User, Workgroup
 from .expr import index, to_int
 from .graph import CoordinateGraph
 from .params import bindings, parametrize
 from .schedule import Section, section_walk, sections, tile_coords
 
-__all__ = ["OWNER", "fixup_dependencies", "lower_to_control", "partial_slots"]
+__all__ = ["OWNER", "fixup_dependencies", "launch_grids", "lower_to_control", "partial_slots"]
 
 OWNER = "first split (holds k == 0)"
 
@@ -79,7 +81,40 @@ def lower_to_control(graph: CoordinateGraph, name: str = "ctgraph_gemm") -> C.Co
         _lower_section(cg, root, g, sec, wg, slot_base=slot)
         if not sec.whole_tiles:
             slot += 1
+    if g.attrs.get("reduce"):
+        _lower_reduction(cg, g, C.Kernel(f"{name}_reduce", params, wg, p.macro_tile, p.dtype))
     return cg
+
+
+def _lower_reduction(cg: C.ControlGraph, g: CoordinateGraph, kernel: C.Kernel) -> None:
+    """The second kernel of a separately reduced split-K: one workgroup per output tile adds its
+    chunks' partials in chunk order (bit-reproducible) and writes D. No flags, no waits."""
+    bm, bn, _ = g.attrs["gemm"].macro_tile
+    reducer = g.find(Workgroup, section=g.attrs["reduce"])
+    root = cg.add(replace(kernel, grid=g.size(reducer)))
+    m_a, n_b = g.find(MacroTileNumber, tensor="A", dim=0), g.find(MacroTileNumber, tensor="B", dim=1)
+    tc = tile_coords(g)
+    w = g.walk({reducer: kernel.workgroup}, [tc.m, tc.n])
+    m, n, chunk = index("m"), index("n"), index("chunk")
+    cg.add(C.Assign(m, w[tc.m]), root)
+    cg.add(C.Assign(n, w[tc.n]), root)
+    cg.add(C.ZeroAccumulator(), root)
+    chunks, units = g.find(Linear, name="K chunk"), g.find(Linear, name="split-K units")
+    # NOTE: the partial of (m, n, chunk) sits in the slot of the workgroup that made it: its unit index.
+    slot = g.walk({m_a: m, n_b: n, chunks: chunk}, [units], "forward")[units]
+    loop = cg.add(C.ForLoop(chunk, sympy.Integer(0), sympy.Lt(chunk, g.size(chunks)), sympy.Integer(1)), root)
+    cg.add(C.AccumulatePartial(slot), loop)
+    cg.add(C.Epilogue(*_tensor_access(g, "D", (m, n), (bm, bn))), root)
+
+
+def launch_grids(cg: C.ControlGraph, graph: CoordinateGraph, workgroups: int) -> list[tuple[str, int]]:
+    """``(kernel name, workgroups to launch)`` for each kernel of the program, in launch order."""
+    values = bindings(graph)
+    out = []
+    for tag in cg.kernels:
+        k: C.Kernel = cg[tag]  # type: ignore[assignment]
+        out.append((k.name, workgroups if k.grid is None else to_int(sympy.sympify(k.grid).xreplace(values))))
+    return out
 
 
 def partial_slots(graph: CoordinateGraph) -> int:
@@ -99,7 +134,8 @@ def _lower_section(
 
     first = section_walk(g, sec, wg, ft, sympy.Integer(0), tiles)
     outer = cg.add(C.ForLoop(ft, sympy.Integer(0), sympy.And(*first.in_bounds(tiles)), fk), root)
-    for sym, tag in ((m, tc.m), (n, tc.n), (k0, tc.k))[: 2 if sec.whole_tiles else 3]:
+    fixup_here = not sec.whole_tiles and not g.attrs.get("reduce")
+    for sym, tag in ((m, tc.m), (n, tc.n), (k0, tc.k))[: 3 if fixup_here else 2]:
         cg.add(C.Assign(sym, first[tag]), outer)
     cg.add(C.ZeroAccumulator(), outer)
 
@@ -120,6 +156,9 @@ def _lower_section(
         return
     workgroups = g.size(sec.workgroup)
     slot = wg + slot_base * workgroups
+    if g.attrs.get("reduce"):  # every split stores its partial; the reduction kernel adds them
+        cg.add(C.StorePartial(slot), outer)
+        return
     send = cg.add(C.If(sympy.Ne(k0, 0)), outer)
     cg.add(C.StorePartial(slot), send)
     cg.add(C.Signal(slot, 1), send)

@@ -64,6 +64,8 @@ def sections(g: CoordinateGraph) -> list[Section]:
     whole = g.attrs.get("whole_tiles", frozenset())
     for wg in g.dimensions(Workgroup):
         name = g.dimension(wg).section
+        if name == g.attrs.get("reduce"):
+            continue  # a separate reduction kernel's workgroups, not a section of the main kernel
         loops = g.find(ForLoop, name="Tile", section=name), g.find(ForLoop, name="K", section=name)
         found.append(Section(name, wg, *loops, whole_tiles=name in whole))
     if not found:

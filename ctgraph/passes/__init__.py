@@ -12,13 +12,14 @@ from .. import knobs
 from ..graph import CoordinateGraph
 from .common import PassOptions
 from .dataparallel import dataparallel
-from .splitk import split_chunks, splitk
+from .splitk import split_chunks, splitk, splitk_reduce
 from .streamk import flatten_mnk, streamk
 from .streamk2tile import split_sk_dp, streamk2tile, sunder_sk_dp
 
 __all__ = [
     "PIPELINES",
     "TAKES_SK_BATCHES",
+    "TAKES_SPLIT",
     "TRANSFORMS",
     "PassOptions",
     "pass_options",
@@ -35,11 +36,13 @@ PIPELINES: dict[str, tuple[Pass, ...]] = {
     "streamk2tile": (flatten_mnk, sunder_sk_dp, streamk2tile),
     "streamk_hybrid": (flatten_mnk, sunder_sk_dp, streamk2tile),  # with PassOptions.sk_batches
     "splitk": (splitk,),  # with PassOptions.split; one workgroup per (tile, K chunk)
+    "splitk_reduce": (splitk_reduce,),  # the same, reduced by a second kernel: no spin-waits
 }
+TAKES_SPLIT = frozenset({"splitk", "splitk_reduce"})
 # Transforms whose pipeline reads ``sk_batches`` from the caller (the others fix it).
 TAKES_SK_BATCHES = frozenset({"streamk_hybrid"})
-# The transforms that run on any grid size g; splitk's grid follows from the shape (tiles x chunks).
-TRANSFORMS = tuple(t for t in PIPELINES if t != "splitk")
+# The transforms that run on any grid size g; split-K's grid follows from the shape (tiles x chunks).
+TRANSFORMS = tuple(t for t in PIPELINES if t not in TAKES_SPLIT)
 
 
 def check_transform(name: object) -> str:
@@ -57,8 +60,8 @@ def pass_options(
     check_transform(name)
     if sk_batches is not None and name not in TAKES_SK_BATCHES:
         raise ValueError(f"sk_batches applies to {', '.join(sorted(TAKES_SK_BATCHES))}, not to {name!r}")
-    if split is not None and name != "splitk":
-        raise ValueError(f"split applies to splitk, not to {name!r}")
+    if split is not None and name not in TAKES_SPLIT:
+        raise ValueError(f"split applies to {', '.join(sorted(TAKES_SPLIT))}, not to {name!r}")
     batches = (1 if sk_batches is None else sk_batches) if name in TAKES_SK_BATCHES else 2  # streamk2tile: 2
     return PassOptions(workgroups, batches, 4 if split is None else split)
 

@@ -21,7 +21,9 @@ from ..edges import Flatten, PassThrough, Split, Tile
 from ..graph import CoordinateGraph
 from .common import PassOptions, gemm_tiles
 
-__all__ = ["split_chunks", "splitk"]
+__all__ = ["split_chunks", "splitk", "splitk_reduce"]
+
+REDUCE = "reduce"  # the section name of the separate reduction's workgroups
 
 
 def split_chunks(k_iters: int, split: int) -> tuple[int, int]:
@@ -49,3 +51,30 @@ def splitk(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     for_k = g.add_dimension(ForLoop(per, name="K", param="chunkIters"))
     g.add_edge(Split(strides=(1, 1)), inputs=[kk], outputs=[for_tile, for_k])
     return g
+
+
+def splitk_reduce(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
+    """Split-K without spin-waits: every chunk stores its partial, a second kernel sums them.
+
+    The reduction's coordinates::
+
+        Flatten(m, n; output tiles)                 tile = m*|n| + n
+        PassThrough(output tiles; Workgroup(reduce)) one reduction workgroup per output tile
+
+    Its loop over the K chunks reads ``unit = Flatten(m, n, chunk)`` forward: the partial's slot.
+    """
+    g = splitk(g, opts)
+    t = gemm_tiles_of_transformed(g)
+    tiles = g.add_dimension(Linear(g.size(t[0]) * g.size(t[1]), name="output tiles", param="numTiles"))
+    g.add_edge(Flatten(), inputs=list(t), outputs=[tiles])
+    wg = g.add_dimension(Workgroup(g.size(tiles), section=REDUCE, param="numTiles"))
+    g.add_edge(PassThrough(), inputs=[tiles], outputs=[wg])
+    g.attrs["reduce"] = REDUCE
+    return g
+
+
+def gemm_tiles_of_transformed(g: CoordinateGraph) -> tuple[int, int]:
+    """``MacroTileNumber(A; 0)`` and ``MacroTileNumber(B; 1)`` (no longer dangling after a pass)."""
+    from ..dimensions import MacroTileNumber
+
+    return g.find(MacroTileNumber, tensor="A", dim=0), g.find(MacroTileNumber, tensor="B", dim=1)

@@ -13,7 +13,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from ctgraph.lower import fixup_dependencies, lower_to_control, partial_slots
+from ctgraph.lower import fixup_dependencies, launch_grids, lower_to_control, partial_slots
 from ctgraph.operands import check_host_operands, check_scalars
 from ctgraph.params import bindings
 
@@ -42,20 +42,20 @@ class CpuProgram:
         self.kernel = kernel
         self.control = lower_to_control(kernel.graph)
         self.source = generate(self.control)
-        root = self.control[self.control.root]
+        first = self.control[self.control.kernels[0]]
         values = bindings(kernel.graph)
-        self.params = np.array([values[p] for p in root.params], dtype=np.int64)
+        self.params = np.array([values[p] for p in first.params], dtype=np.int64)
+        self.grids = launch_grids(self.control, kernel.graph, kernel.workgroups)
         bm, bn, _ = kernel.problem.macro_tile
         slots = partial_slots(kernel.graph)
         self.workspace = np.zeros(max(slots, 1) * bm * bn, dtype=np.float32)
         self.flags = np.zeros(max(slots, 1), dtype=np.int32)
-        self.order = run_order(kernel._schedule)
-        self._name = root.name
+        self.order = run_order(kernel._schedule)  # of the first kernel; the others need no order (no waits)
         self._lock = threading.Lock()
 
     @property
     def compiled(self) -> Any:
-        return compile_ir(self.source, self._name)
+        return compile_ir(self.source)
 
     def __call__(
         self,
@@ -71,21 +71,24 @@ class CpuProgram:
         alpha, beta = check_scalars(alpha, beta)
         check_host_operands(p, A, B, C, beta, out)
         D = np.empty((p.m, p.n), dtype=p.dtype) if out is None else out
-        fn = self.compiled.function
+        compiled = self.compiled
         c_ptr = C.ctypes.data if C is not None else None
         ptrs = (A.ctypes.data, B.ctypes.data, c_ptr, D.ctypes.data)
         with self._lock:
-            for wg in self.order:
-                rc = fn(
-                    wg, *ptrs, alpha, beta, self.workspace.ctypes.data, self.flags.ctypes.data, self.params.ctypes.data
-                )
-                if rc:
-                    self.flags[:] = 0
-                    raise RuntimeError(
-                        f"workgroup {wg} waited for the partial tile of flag {rc - 1}, which no "
-                        "earlier workgroup signalled: the schedule cannot be run without deadlock"
-                    )
+            for i, (name, grid) in enumerate(self.grids):
+                self._launch(compiled.function(name), self.order if i == 0 else range(grid), ptrs, alpha, beta)
         return D
+
+    def _launch(self, fn: Any, workgroups: Any, ptrs: tuple, alpha: float, beta: float) -> None:
+        """Run ``fn`` for each workgroup in turn; a wait that finds its flag unset is an error."""
+        for wg in workgroups:
+            rc = fn(wg, *ptrs, alpha, beta, self.workspace.ctypes.data, self.flags.ctypes.data, self.params.ctypes.data)
+            if rc:
+                self.flags[:] = 0
+                raise RuntimeError(
+                    f"workgroup {wg} waited for the partial tile of flag {rc - 1}, which no "
+                    "earlier workgroup signalled: the schedule cannot be run without deadlock"
+                )
 
 
 def build(kernel: Any) -> CpuProgram:

@@ -27,17 +27,21 @@ ELEM = {"float16": ir.HalfType(), "float32": ir.FloatType()}
 
 
 def generate(cg: C.ControlGraph) -> str:
-    """The LLVM IR text of the control graph's kernel (byte-identical for the same graph)."""
-    return str(_Codegen(cg).module)
+    """The LLVM IR text of the control graph's kernels, one function each (byte-identical for the same graph)."""
+    kernels = cg.kernels
+    module = ir.Module(name=cg[kernels[0]].name)  # type: ignore[attr-defined]
+    for tag in kernels:
+        _Codegen(cg, module, tag)
+    return str(module)
 
 
 class _Codegen:
-    def __init__(self, cg: C.ControlGraph) -> None:
+    def __init__(self, cg: C.ControlGraph, module: ir.Module, kernel: int) -> None:
         self.cg = cg
-        self.kernel: C.Kernel = cg[cg.root]  # type: ignore[assignment]
+        self.kernel: C.Kernel = cg[kernel]  # type: ignore[assignment]
         bm, bn, bk = self.kernel.macro_tile
         elem = ELEM[self.kernel.dtype]
-        self.module = ir.Module(name=self.kernel.name)
+        self.module = module
         ptr = ir.PointerType
         fty = ir.FunctionType(
             I32, [I64, ptr(elem), ptr(elem), ptr(elem), ptr(elem), F32, F32, ptr(F32), ptr(I32), ptr(I64)]
@@ -59,7 +63,7 @@ class _Codegen:
             "acc": self._buffer("acc", bm * bn),
         }
         self.expr = ExprEmitter(self.b, self._lookup)
-        self._body(cg.root)
+        self._body(kernel)
         self.b.ret(ir.Constant(I32, 0))
 
     # --- storage -----------------------------------------------------------------------------------

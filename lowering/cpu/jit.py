@@ -33,12 +33,15 @@ SIGNATURE = ctypes.CFUNCTYPE(
 
 @dataclass(frozen=True)
 class Compiled:
-    """A JIT-compiled kernel; keeps its engine alive as long as the function is used."""
+    """A JIT-compiled module; keeps its engine alive as long as its functions are used."""
 
     key: str
-    function: ctypes._CFuncPtr  # type: ignore[name-defined]
-    engine: object
+    engine: llvm.ExecutionEngine
     optimized_ir: str
+
+    def function(self, name: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+        """The kernel function ``name`` of the module (see :data:`SIGNATURE`)."""
+        return SIGNATURE(self.engine.get_function_address(name))
 
 
 _CACHE: dict[str, Compiled] = {}
@@ -56,8 +59,8 @@ def _target_machine() -> llvm.TargetMachine:
     )
 
 
-def compile_ir(ir_text: str, name: str) -> Compiled:
-    """Optimise (O3) and JIT-compile ``ir_text``; return the function ``name``. Cached by the text."""
+def compile_ir(ir_text: str) -> Compiled:
+    """Optimise (O3) and JIT-compile ``ir_text``. Cached by the text."""
     key = hashlib.sha256(ir_text.encode()).hexdigest()
     with _LOCK:
         hit = _CACHE.get(key)
@@ -73,8 +76,7 @@ def compile_ir(ir_text: str, name: str) -> Compiled:
         pb.getModulePassManager().run(mod, pb)
         engine = llvm.create_mcjit_compiler(mod, tm)
         engine.finalize_object()
-        fn = SIGNATURE(engine.get_function_address(name))
-        _CACHE[key] = Compiled(key, fn, engine, str(mod))
+        _CACHE[key] = Compiled(key, engine, str(mod))
         _STATS["compiles"] += 1
         return _CACHE[key]
 

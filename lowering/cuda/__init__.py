@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ctgraph.lower import lower_to_control, partial_slots
+from ctgraph.control import Wait
+from ctgraph.lower import launch_grids, lower_to_control, partial_slots
 from ctgraph.operands import check_scalars
 from ctgraph.params import bindings
 
@@ -45,11 +46,11 @@ def _context() -> None:
 
 
 def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int) -> Any:
-    """Compile and load once per (source, arch): a new shape reuses the same binary."""
+    """Compile and load once per (source, arch, entry point): a new shape reuses the same binary."""
     from .driver import load_function
     from .nvcc import cubin
 
-    key = (source, opts.arch)
+    key = (source, opts.arch, name)
     with _LOCK:
         if key not in _MODULES:
             _context()
@@ -64,7 +65,10 @@ class CudaProgram:
         self.options = options_from(kernel.options)
         self.control = lower_to_control(kernel.graph)
         self.layout = layout(p.macro_tile, p.dtype, self.options)
-        self.root = self.control[self.control.root]
+        self.root = self.control[self.control.kernels[0]]
+        self.grids = launch_grids(self.control, kernel.graph, kernel.workgroups)
+        # NOTE: only a program that spin-waits needs all its workgroups resident at once.
+        self.spins = any(isinstance(self.control[t], Wait) for t in self.control.nx)
         # NOTE: 16-byte vector loads need rows of A (k) and B (n) that are whole vectors.
         self.vector = self.options.vector and p.dtype == "float16" and p.k % 8 == 0 and p.n % 8 == 0
         self.sources = {
@@ -88,9 +92,11 @@ class CudaProgram:
             self._ptx[self.vector] = ptx(self.source, self.options.arch)
         return self._ptx[self.vector]
 
-    def function(self, vector: bool | None = None) -> Any:
+    def function(self, vector: bool | None = None, name: str | None = None) -> Any:
+        """The loaded entry point ``name`` (default: the first kernel) of the vector or scalar-load source."""
         v = self.vector if vector is None else vector
-        return _load(self.sources[v], self.root.name, self.options, self.layout["THREADS"], self.layout["SMEM_BYTES"])
+        return _load(self.sources[v], name or self.root.name, self.options, self.layout["THREADS"],
+                     self.layout["SMEM_BYTES"])
 
     def build(self) -> CudaProgram:
         """Compile and load; refuse a grid larger than what can be resident (checked once per program)."""
@@ -98,7 +104,7 @@ class CudaProgram:
             return self
         fn = self.function()
         limit = fn.resident_ctas()
-        if self.kernel.workgroups > limit:
+        if self.spins and self.kernel.workgroups > limit:
             raise ValueError(
                 f"workgroups={self.kernel.workgroups} exceeds the {limit} CTAs of this kernel that can be "
                 "resident at once on this GPU; Stream-K's fixup waits would deadlock. Use workgroups<="
@@ -157,7 +163,8 @@ class CudaProgram:
             ctypes.c_void_p(int(flags.gpudata)),
             *[ctypes.c_int(v) for v in self.params],
         ]
-        self.function(vector).launch(self.kernel.workgroups, args, handle)
+        for name, grid in self.grids:  # in order, on one stream: a reduction kernel starts after the first
+            self.function(vector, name).launch(grid, args, handle)
         if "out" in dev or ops["A"].host:  # a numpy result: wait for the kernel, then copy back
             from .driver import stream_synchronize
 

@@ -157,12 +157,22 @@ def test_mixed_operands_and_numpy_out_on_a_stream():
     check(out, A, B, C, 1.0, 1.0, "float16")
 
 
+@pytest.mark.parametrize("transform", ["splitk", "splitk_reduce"])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize(("shape", "split"), [((256, 256, 65536), 16), ((100, 37, 1000), 5), ((1, 1, 1), 3)])
-def test_splitk(shape, split, dtype):
+def test_splitk(shape, split, dtype, transform):
     m, n, k = shape
     A, B, C = operands(m, n, k, dtype)
-    kern = ctgraph.compile(ctgraph.gemm(m, n, k, dtype=dtype), transform="splitk", split=split, target="cuda")
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, dtype=dtype), transform=transform, split=split, target="cuda")
     D = kern(A, B, C, alpha=1.5, beta=0.5)
     check(D, A, B, C, 1.5, 0.5, dtype)
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+def test_splitk_reduce_runs_more_workgroups_than_resident():
+    """No spin-waits, so the grid may exceed what is resident at once."""
+    A, B, C = operands(1024, 1024, 8192, "float16")
+    g = ctgraph.gemm(1024, 1024, 8192)
+    kern = ctgraph.compile(g, transform="splitk_reduce", split=8, workgroups=100_000, target="cuda")
+    assert kern.workgroups > kern.program.function().resident_ctas()
+    check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")

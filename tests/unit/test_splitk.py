@@ -19,13 +19,14 @@ def test_chunks_are_never_empty(kt, split, chunks, per):
     assert (chunks - 1) * per < kt <= chunks * per
 
 
+@pytest.mark.parametrize("transform", ["splitk", "splitk_reduce"])
 @pytest.mark.parametrize("split", [1, 2, 3, 5, 64])
 @pytest.mark.parametrize("shape", [(33, 17, 70), (1, 1, 1), (64, 48, 200), (16, 16, 520)])
-def test_covers_every_iteration_once_and_matches_numpy(shape, split):
+def test_covers_every_iteration_once_and_matches_numpy(shape, split, transform):
     m, n, k = shape
     g = ctgraph.gemm(m, n, k, macro_tile=(16, 16, 8), dtype="float32")
     mt, nt, kt = g.attrs["gemm"].tiles
-    kern = ctgraph.compile(g, transform="splitk", split=split, workgroups=10_000, target="cpu")
+    kern = ctgraph.compile(g, transform=transform, split=split, workgroups=10_000, target="cpu")
     chunks, per = split_chunks(kt, split)
     assert kern.workgroups == mt * nt * chunks
     sched = kern.schedule()
@@ -64,3 +65,23 @@ def test_cuda_source_compiles_with_fixup():
     assert kern.workgroups == 64
     check_cubin(kern.source, "sm_90a")
     assert "ld.acquire.gpu" in kern.ptx and "red.release.gpu" in kern.ptx
+
+
+def test_reduce_variant_is_two_kernels_without_waits():
+    g = ctgraph.gemm(100, 40, 700, macro_tile=(16, 16, 8))
+    kern = ctgraph.compile(g, transform="splitk_reduce", split=4, workgroups=1000, target="cpu")
+    cg = kern.control
+    assert [cg[t].name for t in cg.kernels] == ["ctgraph_gemm", "ctgraph_gemm_reduce"]
+    kinds = {type(cg[t]).__name__ for t, _ in cg.walk()}
+    assert not kinds & {"Wait", "Signal"} and {"StorePartial", "AccumulatePartial", "Epilogue"} <= kinds
+    mt, nt, _ = g.attrs["gemm"].tiles
+    assert kern.program.grids == [("ctgraph_gemm", kern.workgroups), ("ctgraph_gemm_reduce", mt * nt)]
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed (CUDA toolkit)")
+def test_reduce_variant_cuda_has_no_spin_waits():
+    g = ctgraph.gemm(256, 256, 65536)
+    kern = ctgraph.compile(g, transform="splitk_reduce", split=16, workgroups=132, target="cuda", build=False)
+    check_cubin(kern.source, "sm_90a")
+    assert 'extern "C" __global__' in kern.source and "ctgraph_gemm_reduce(" in kern.source
+    assert "ld.acquire" not in kern.ptx and "red.release" not in kern.ptx and "mma.sync" in kern.ptx
