@@ -164,7 +164,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar=("BM", "BN", "BK"),
         help="macro tile for every transform (default 128 128 64, the fastest measured on the H100)",
     )
-    p.add_argument("--transforms", nargs="+", choices=(*TRANSFORMS, "auto"), default=[*TRANSFORMS, "auto"])
+    p.add_argument(
+        "--transforms",
+        nargs="+",
+        choices=(*PIPELINES, "auto"),
+        default=[*TRANSFORMS, "splitk_reduce", "auto"],
+        help="split-K runs only where its workgroups fit (tiles x chunks); '-' elsewhere",
+    )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("calibrate", help="fit the grid-size model on this GPU (needs torch); stores it per device")

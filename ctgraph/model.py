@@ -43,8 +43,7 @@ class Work:
 def _peers(iters: np.ndarray, kt: int) -> np.ndarray:
     """The most CTAs that cover one tile when every CTA gets ``iters`` consecutive iterations."""
     it = np.maximum(iters, 1)
-    return np.where((iters <= 0) | (iters % kt == 0), 1,
-                    np.where(kt % it == 0, kt // it, 1 + -(-(kt - 1) // it)))
+    return np.where((iters <= 0) | (iters % kt == 0), 1, np.where(kt % it == 0, kt // it, 1 + -(-(kt - 1) // it)))
 
 
 def works(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> tuple[np.ndarray, ...]:
@@ -56,6 +55,13 @@ def works(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 
     if transform == "streamk":
         iters = -(-tiles * kt // g)
         return iters, _peers(iters, kt), zero
+    if transform in ("splitk", "splitk_reduce"):
+        # g is the workgroup budget: split = g // tiles chunks of c iterations (api._splitk_grid's rule)
+        split = np.maximum(1, g // tiles)
+        per = -(-kt // split)
+        chunks = -(-kt // per)
+        fits = tiles * chunks <= g
+        return np.where(fits, per, 1 << 40), np.where(fits, chunks, 1), zero
     if transform in ("streamk2tile", "streamk_hybrid"):
         n_sk, n_dp = split_sk_dp(tiles, kt, g, sk_batches)
         iters = -(-n_sk // g)
@@ -97,8 +103,7 @@ class GridModel:
         c = np.where(np.asarray(g) <= self.sms, self.c_alone, self.c_shared)
         return self.a + self.b * (peers > 1) + c * (iters + dp) + self.d * (peers - 1)
 
-    def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None,
-                  sk_batches: int = 2) -> int:
+    def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:
         """The g in [1, max_grid] with the least predicted time (ties: the larger g, shorter last rounds)."""
         g = np.arange(1, (max_grid or self.sms * self.ctas_per_sm) + 1)
         t = self.times(transform, tiles, kt, g, sk_batches)

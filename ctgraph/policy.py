@@ -50,6 +50,8 @@ POLICIES: tuple[Policy, ...] = (
     Policy("streamk2tile", grid="model"),
     Policy("streamk_hybrid", 1),
     Policy("streamk_hybrid", 3),
+    Policy("splitk_reduce"),  # chunks: the resident CTAs shared out over the tiles (few tiles only)
+    Policy("splitk_reduce", grid="model"),
 )
 BY_NAME = {p.name: p for p in POLICIES}
 
@@ -206,6 +208,7 @@ def select(
     hits = table.candidates(m, n, k, dtype) if table is not None else []
     pool = [BY_NAME[h] for h in hits if h in BY_NAME] or list(POLICIES)
     scored = sorted((_predict(p, model, tiles, kt, resident), i, p) for i, p in enumerate(pool))
+    scored = [s for s in scored if math.isfinite(s[0][0]) and s[0][0] < 1e6] or scored  # split-K: tiles <= g
     (_, g), _, best = scored[0]
     if len(hits) == 1:
         reason = "tuning table"

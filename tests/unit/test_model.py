@@ -18,8 +18,10 @@ def test_work_per_transform():
     assert work("streamk", 120, 512, 32) == Work(1920, 2)  # seed 004: 1920 iterations, tiles cut in two
     assert work("streamk2tile", 120, 512, 32) == Work(896, 2, 1024)  # seed: 896 SK + 1024 DP per WG
     assert work("streamk2tile", 128, 512, 32) == Work(0, 1, 2048)  # T % g == 0: all data-parallel
+    assert work("splitk_reduce", 4, 1024, 264) == Work(16, 64)  # 66 chunks asked -> 64 of 16 iterations
+    assert work("splitk_reduce", 300, 64, 264).iters > 10**9  # more tiles than workgroups: cannot run
     with pytest.raises(ValueError, match="does not know"):
-        work("splitk", 1, 1, 1)
+        work("cublas", 1, 1, 1)
 
 
 @pytest.mark.parametrize(
