@@ -84,7 +84,7 @@ def test_shipped_h100_table_has_no_false_negatives():
     assert table is not None and len(table.rows) == 128
     for r in table.rows:
         assert r["best"] in table.candidates(r["m"], r["n"], r["k"], r["dtype"])
-        assert r["best"] == min(r["seconds"], key=r["seconds"].get)
+        assert r["seconds"][r["best"]] == min(r["seconds"].values())  # the fastest (ties are possible)
 
 
 def test_auto_on_the_cpu():
