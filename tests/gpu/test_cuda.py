@@ -176,3 +176,12 @@ def test_splitk_reduce_runs_more_workgroups_than_resident():
     kern = ctgraph.compile(g, transform="splitk_reduce", split=8, workgroups=100_000, target="cuda")
     assert kern.workgroups > kern.program.function().resident_ctas()
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 65536), (1408, 1664, 8192), (1000, 1000, 1000), (192, 1744, 6048)])
+def test_transform_auto(shape):
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=(128, 128, 64)), transform="auto", target="cuda")
+    assert kern.policy is not None and kern.transform == kern.policy.policy.transform
+    check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
