@@ -11,18 +11,25 @@ from .passes import PIPELINES, TRANSFORMS
 __all__ = ["main"]
 
 
-def _problem_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--m", type=int, required=True, help="rows of A and D")
-    p.add_argument("--n", type=int, required=True, help="columns of B and D")
-    p.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
+GPU_TILE = (128, 128, 64)  # the fastest macro tile measured on the H100 (docs/benchmarks.md)
+
+
+def _tile_arg(p: argparse.ArgumentParser, default: tuple[int, int, int], what: str) -> None:
     p.add_argument(
         "--tile",
         type=int,
         nargs=3,
-        default=(128, 128, 32),
+        default=default,
         metavar=("BM", "BN", "BK"),
-        help="macro tile (default 128 128 32)",
+        help=f"{what} (default {' '.join(map(str, default))})",
     )
+
+
+def _problem_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--m", type=int, required=True, help="rows of A and D")
+    p.add_argument("--n", type=int, required=True, help="columns of B and D")
+    p.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
+    _tile_arg(p, (128, 128, 32), "macro tile")
     p.add_argument("--dtype", choices=("float16", "float32"), default="float16")
     p.add_argument("--transform", choices=(*PIPELINES, "auto"), default="streamk2tile")
     p.add_argument("--sk-batches", type=int, default=None, help="streamk_hybrid: waves of Stream-K work (1-6)")
@@ -156,14 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("bench", help="time the transforms and cuBLAS on the GPU for a CSV of shapes (needs torch)")
     p.add_argument("shapes", nargs="?", help="CSV with columns m,n,k (default: tests/bench/anchors.csv)")
     p.add_argument("--out", default="out/bench", help="directory for results.csv/.md/.png")
-    p.add_argument(
-        "--tile",
-        type=int,
-        nargs=3,
-        default=(128, 128, 64),
-        metavar=("BM", "BN", "BK"),
-        help="macro tile for every transform (default 128 128 64, the fastest measured on the H100)",
-    )
+    _tile_arg(p, GPU_TILE, "macro tile for every transform")
     p.add_argument(
         "--transforms",
         nargs="+",
@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("tune", help="time every policy on a CSV of shapes and build transform=auto's tuning table")
     p.add_argument("shapes", help="CSV with columns m,n,k")
-    p.add_argument("--tile", type=int, nargs=3, default=(128, 128, 64), metavar=("BM", "BN", "BK"))
+    _tile_arg(p, GPU_TILE, "macro tile for every policy")
     p.add_argument("--out", help="also write the table here (besides the cache directory)")
     p.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)
