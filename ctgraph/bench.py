@@ -108,7 +108,10 @@ def run_bench(
         ref = torch.matmul(A, B)
         flop = 2.0 * m * n * k
         row: dict[str, Any] = {"m": m, "n": n, "k": k}
-        runners: dict[str, Callable[[], Any]] = {"cublas": lambda A=A, B=B, D=D: torch.matmul(A, B, out=D)}
+        def cublas(A: Any = A, B: Any = B, D: Any = D) -> Any:
+            return torch.matmul(A, B, out=D)
+
+        runners: dict[str, Callable[[], Any]] = {"cublas": cublas}
         for t in transforms:
             try:
                 kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=macro_tile), transform=t, target="cuda")
@@ -121,7 +124,10 @@ def run_bench(
             row[f"{t}_workgroups"] = kern.workgroups
             if kern.policy is not None:
                 row[f"{t}_policy"] = kern.policy.policy.name
-            runners[t] = lambda kern=kern, A=A, B=B, D=D: kern(A, B, out=D, stream=torch.cuda.current_stream())
+            def ours(kern: Any = kern, A: Any = A, B: Any = B, D: Any = D) -> Any:
+                return kern(A, B, out=D, stream=torch.cuda.current_stream())
+
+            runners[t] = ours
             runners[t]()
             row[f"{t}_maxerr"] = float((D.float() - ref.float()).abs().max())
         for name, fn in runners.items():

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from enum import Enum
+from typing import Any
 
 import networkx as nx
 import sympy
@@ -186,7 +187,8 @@ class ControlGraph:
             self.nx.add_edge(tag, inc, kind=Edge.Increment)
         return tag
 
-    def __getitem__(self, tag: int) -> Node:
+    def __getitem__(self, tag: int) -> Any:
+        """The node record of ``tag`` (typed ``Any``: callers dispatch on its class)."""
         return self.nx.nodes[tag]["node"]
 
     def __len__(self) -> int:

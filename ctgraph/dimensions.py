@@ -10,6 +10,7 @@ tells them apart by tag.
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, fields
+from typing import TypeAlias
 
 import sympy
 
@@ -24,7 +25,7 @@ __all__ = [
     "Workgroup",
 ]
 
-Size = int | sympy.Expr
+Size: TypeAlias = int | sympy.Expr
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import sympy
 
@@ -31,7 +32,7 @@ def _row_major(sizes: Sizes) -> tuple[sympy.Expr, ...]:
 class Edge:
     """Base class. ``arity`` is (inputs, outputs); ``None`` means "one or more" (``2+`` for Sunder)."""
 
-    arity = (None, None)
+    arity: ClassVar[tuple[int | None, int | None]] = (None, None)
 
     def check(self, n_in: int, n_out: int) -> None:
         want_in, want_out = self.arity
@@ -70,7 +71,7 @@ class Tile(Edge):
     that overhang is what the kernel masks.
     """
 
-    arity = (1, 2)
+    arity: ClassVar[tuple[int | None, int | None]] = (1, 2)
 
     def forward(self, xs: Exprs, ins: Sizes, outs: Sizes) -> Exprs:
         return [FloorDiv(xs[0], outs[1]), Mod(xs[0], outs[1])]
@@ -87,7 +88,7 @@ class Flatten(Edge):
     reverse  ``f -> (f // (|X1|..|Xn|), ..., (f // |Xn|) % |X_{n-1}|, f % |Xn|)``
     """
 
-    arity = (None, 1)
+    arity: ClassVar[tuple[int | None, int | None]] = (None, 1)
 
     def forward(self, xs: Exprs, ins: Sizes, outs: Sizes) -> Exprs:
         return [sympy.Add(*[x * s for x, s in zip(xs, _row_major(ins), strict=True)])]
@@ -110,7 +111,7 @@ class Split(Edge):
     """
 
     strides: tuple[int | sympy.Expr, ...] | None = None
-    arity = (1, None)
+    arity: ClassVar[tuple[int | None, int | None]] = (1, None)
 
     def _strides(self, outs: Sizes) -> tuple[sympy.Expr, ...]:
         if self.strides is None:
@@ -139,7 +140,7 @@ class Join(Edge):
     """
 
     strides: tuple[int | sympy.Expr, ...] | None = None
-    arity = (None, 1)
+    arity: ClassVar[tuple[int | None, int | None]] = (None, 1)
 
     def _strides(self, ins: Sizes) -> tuple[sympy.Expr, ...]:
         if self.strides is None:
@@ -163,7 +164,7 @@ class Join(Edge):
 class PassThrough(Edge):
     """``PassThrough(A; B)``: the same coordinate under another name. forward ``a -> a``, reverse ``b -> b``."""
 
-    arity = (1, 1)
+    arity: ClassVar[tuple[int | None, int | None]] = (1, 1)
 
     def forward(self, xs: Exprs, ins: Sizes, outs: Sizes) -> Exprs:
         return [xs[0]]
@@ -186,7 +187,7 @@ class Sunder(Edge):
     selector never needs the other partitions' coordinates.
     """
 
-    arity = (1, None)
+    arity: ClassVar[tuple[int | None, int | None]] = (1, None)
 
     def check(self, n_in: int, n_out: int) -> None:
         if n_in != 1 or n_out < 2:

@@ -14,12 +14,13 @@ integers and the divisors positive, which holds for every size and coordinate in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeAlias
 
 import sympy
 
 __all__ = ["FloorDiv", "Mod", "ceildiv", "free_indices", "index", "simplify", "size", "to_int"]
 
-Expr = sympy.Expr
+Expr: TypeAlias = sympy.Expr
 
 
 def index(name: str) -> sympy.Symbol:

@@ -68,8 +68,10 @@ def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: ob
     dims = tuple(_positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:
         raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK), got {macro_tile!r}")
-    tile = tuple(_positive_int(f"macro_tile[{i}]", v) for i, v in enumerate(macro_tile))
-    return GemmProblem(*dims, macro_tile=tile, dtype=_dtype_name(dtype))  # type: ignore[arg-type]
+    entries: list[object] = list(macro_tile)  # type: ignore[call-overload]
+    bm, bn, bk = (_positive_int(f"macro_tile[{i}]", v) for i, v in enumerate(entries))
+    m_, n_, k_ = dims
+    return GemmProblem(m_, n_, k_, macro_tile=(bm, bn, bk), dtype=_dtype_name(dtype))
 
 
 def _tensor(

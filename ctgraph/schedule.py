@@ -63,7 +63,7 @@ def sections(g: CoordinateGraph) -> list[Section]:
     found = []
     whole = g.attrs.get("whole_tiles", frozenset())
     for wg in g.dimensions(Workgroup):
-        name = g.dimension(wg).section
+        name = getattr(g.dimension(wg), "section", "")
         if name == g.attrs.get("reduce"):
             continue  # a separate reduction kernel's workgroups, not a section of the main kernel
         loops = g.find(ForLoop, name="Tile", section=name), g.find(ForLoop, name="K", section=name)

@@ -52,7 +52,7 @@ def tune(
 
             times[p.name] = _kernel_time(run, reps=10)
         device = device or drv.Context.get_device().name()
-        best = min(times, key=times.get)
+        best = min(times, key=lambda name: times[name])
         rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "best": best, "seconds": times})
         if progress:
             print(f"{m}x{n}x{k}: {best} ({2 * m * n * k / times[best] / 1e12:.0f} TF)", flush=True)

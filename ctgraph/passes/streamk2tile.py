@@ -33,7 +33,7 @@ __all__ = ["split_sk_dp", "streamk2tile", "sunder_sk_dp"]
 
 
 def split_sk_dp(
-    tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int, batches: int = 2
+    tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int | np.ndarray, batches: int = 2
 ) -> tuple[int, int] | tuple[np.ndarray, np.ndarray]:
     """``(N_SK, N_DP)`` in k-iterations for ``tiles`` output tiles of ``k_iters`` iterations each.
 

@@ -28,7 +28,7 @@ from .options import CudaOptions
 
 __all__ = ["CudaProgram", "build", "default_workgroups", "model_workgroups", "options_from", "select_policy"]
 
-_MODULES: dict[tuple[str, str], Any] = {}
+_MODULES: dict[tuple[str, str, str], Any] = {}
 _LOCK = threading.Lock()
 INT32_MAX = 2**31 - 1
 
