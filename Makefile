@@ -17,8 +17,9 @@ venv: $(STAMP)
 run: $(STAMP)           ## build the seed example (160x192x4096, 16x16x8 tiles, 32 WGs), run it, write dumps to out/
 	$(PY) examples/seed_example.py --out out
 
-test: $(STAMP)          ## lint + every test that needs no GPU (GPU tests skip with a reason)
+test: $(STAMP)          ## lint, type-check, and every test that needs no GPU (GPU tests skip with a reason)
 	$(PY) -m ruff check ctgraph lowering tests examples
+	$(PY) -m mypy
 	$(PY) -m pytest -n 2 -q tests
 
 test-fast: $(STAMP)
