@@ -1,0 +1,85 @@
+"""The GPU-free parts of the benchmark and calibration tools: shape files, tables, plots, fit reports."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctgraph.bench import DEFAULT_SHAPES, geomean, markdown, plot, read_shapes
+from ctgraph.calibrate import report
+from ctgraph.model import GridModel, work
+
+NAN = float("nan")
+
+
+def row(m, n, k, **tflops):
+    r = {"m": m, "n": n, "k": k}
+    for name, tf in tflops.items():
+        r[f"{name}_tflops"] = r[f"{name}_call_tflops"] = tf
+    return r
+
+
+def test_shape_files():
+    anchors = read_shapes(DEFAULT_SHAPES)
+    assert (8192, 8192, 8192) in anchors and len(anchors) == 8
+    assert len(read_shapes(Path(DEFAULT_SHAPES).with_name("corpus.csv"))) == 120
+
+
+def test_geomean_skips_shapes_a_transform_cannot_run():
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([2.0, NAN, 8.0]) == pytest.approx(4.0)
+    assert math.isnan(geomean([NAN]))
+
+
+def test_markdown_table():
+    rows = [
+        row(1, 2, 3, dataparallel=100.0, splitk_reduce=NAN, auto=120.0, cublas=200.0),
+        row(4, 5, 6, dataparallel=50.0, splitk_reduce=80.0, auto=79.0, cublas=100.0),
+    ]
+    text = markdown(rows, ("dataparallel", "splitk_reduce", "auto"), "Test GPU")
+    assert "Device: Test GPU" in text
+    assert "| 1 | 2 | 3 | 100 | - | 120 | 200 | 0.50 | - | 0.60 | - | 1.20 | 12% |" in text
+    assert "auto within 3% of the best of dataparallel, splitk_reduce: 2 of 2 shapes" in text
+    assert "- auto: 0.688x cuBLAS" in text  # sqrt(0.6 * 0.79)
+
+
+def test_plot_is_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [row(1, 2, 3, dataparallel=100.0, auto=120.0, cublas=200.0)]
+    plot(rows, ("dataparallel", "auto"), tmp_path / "r.png")
+    assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_calibration_report_on_a_perfect_fit():
+    model = GridModel(4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6, device="Test GPU")
+    rows = []
+    for t in ("dataparallel", "streamk"):
+        for g in (66, 132, 264):
+            w = work(t, 120, 64, g)
+            seconds = model.time(w, g)
+            rows.append(
+                {
+                    "m": 1280,
+                    "n": 1536,
+                    "k": 4096,
+                    "transform": t,
+                    "g": g,
+                    "seconds": seconds,
+                    "features": model.features(w, g),
+                    "predicted": seconds,
+                }
+            )
+    text = report(model, rows)
+    assert "median relative error 0.0%" in text and "100.0% of the best measured grid" in text
+    assert np.isclose(
+        model.time(work("streamk", 120, 64, 132), 132),
+        sum(
+            k * x
+            for k, x in zip(
+                (4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6), model.features(work("streamk", 120, 64, 132), 132), strict=True
+            )
+        ),
+    )
