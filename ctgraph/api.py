@@ -14,7 +14,7 @@ from typing import Any
 from .backends import backend, resolve_target
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
-from .passes import TAKES_SPLIT, pass_options, split_chunks
+from .passes import TAKES_SPLIT, pass_options, split_chunks, split_for_budget
 from .passes import transform as run_pipeline
 from .policy import Selection, select
 from .schedule import schedule as graph_schedule
@@ -99,8 +99,8 @@ def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[in
     Without ``split``, the most chunks that fit: ``split = workgroups // tiles``.
     """
     tiles = p.tiles[0] * p.tiles[1]
-    split = max(1, workgroups // tiles) if split is None else split
-    need = tiles * split_chunks(p.tiles[2], split)[0]
+    split = int(split_for_budget(tiles, workgroups)) if split is None else split
+    need = tiles * int(split_chunks(p.tiles[2], split)[0])
     if need > workgroups:
         raise ValueError(f"splitk needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
                          f"{workgroups}; use fewer chunks (split=), more workgroups, or a Stream-K transform")

@@ -35,6 +35,7 @@ from .dimensions import Linear, MacroTileIndex, MacroTileNumber, SubDimension, U
 from .expr import index, to_int
 from .graph import CoordinateGraph
 from .params import bindings, parametrize
+from .passes.common import output_tile_numbers
 from .schedule import Section, section_walk, sections, tile_coords
 
 __all__ = ["OWNER", "fixup_dependencies", "launch_grids", "lower_to_control", "partial_slots"]
@@ -92,7 +93,7 @@ def _lower_reduction(cg: C.ControlGraph, g: CoordinateGraph, kernel: C.Kernel) -
     bm, bn, _ = g.attrs["gemm"].macro_tile
     reducer = g.find(Workgroup, section=g.attrs["reduce"])
     root = cg.add(replace(kernel, grid=g.size(reducer)))
-    m_a, n_b = g.find(MacroTileNumber, tensor="A", dim=0), g.find(MacroTileNumber, tensor="B", dim=1)
+    m_a, n_b = output_tile_numbers(g)
     tc = tile_coords(g)
     w = g.walk({reducer: kernel.workgroup}, [tc.m, tc.n])
     m, n, chunk = index("m"), index("n"), index("chunk")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from . import knobs
-from .passes import split_sk_dp
+from .passes import split_chunks, split_for_budget, split_sk_dp
 
 __all__ = ["DEFAULTS", "GridModel", "Work", "load_model", "save_model", "work"]
 
@@ -56,10 +56,8 @@ def works(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 
         iters = -(-tiles * kt // g)
         return iters, _peers(iters, kt), zero
     if transform in ("splitk", "splitk_reduce"):
-        # g is the workgroup budget: split = g // tiles chunks of c iterations (api._splitk_grid's rule)
-        split = np.maximum(1, g // tiles)
-        per = -(-kt // split)
-        chunks = -(-kt // per)
+        # g is the workgroup budget, shared out over the tiles as compile does
+        chunks, per = split_chunks(kt, split_for_budget(tiles, g))
         fits = tiles * chunks <= g
         return np.where(fits, per, 1 << 40), np.where(fits, chunks, 1), zero
     if transform in ("streamk2tile", "streamk_hybrid"):

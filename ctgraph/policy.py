@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import knobs
 from .model import GridModel, load_model, work
+from .passes import pass_options
 
 __all__ = ["POLICIES", "BloomFilter", "Policy", "Selection", "TuningTable", "select"]
 
@@ -34,6 +35,11 @@ class Policy:
     transform: str
     sk_batches: int | None = None
     grid: str = "resident"  # "resident": every CTA the GPU holds at once; "model": the grid model's choice
+
+    @property
+    def batches(self) -> int:
+        """The Stream-K batches the transform runs with (``pass_options``' defaults where unset)."""
+        return pass_options(self.transform, 1, self.sk_batches).sk_batches
 
     @property
     def name(self) -> str:
@@ -178,12 +184,12 @@ class Selection:
 def _grid(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> int:
     if policy.grid == "resident":
         return resident
-    return model.best_grid(policy.transform, tiles, kt, max_grid=resident, sk_batches=policy.sk_batches or 2)
+    return model.best_grid(policy.transform, tiles, kt, max_grid=resident, sk_batches=policy.batches)
 
 
 def _predict(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> tuple[float, int]:
     g = _grid(policy, model, tiles, kt, resident)
-    return model.time(work(policy.transform, tiles, kt, g, policy.sk_batches or 2), g), g
+    return model.time(work(policy.transform, tiles, kt, g, policy.batches), g), g
 
 
 @functools.lru_cache(maxsize=4096)

@@ -12,7 +12,7 @@ from .. import knobs
 from ..graph import CoordinateGraph
 from .common import PassOptions
 from .dataparallel import dataparallel
-from .splitk import split_chunks, splitk, splitk_reduce
+from .splitk import split_chunks, split_for_budget, splitk, splitk_reduce
 from .streamk import flatten_mnk, streamk
 from .streamk2tile import split_sk_dp, streamk2tile, sunder_sk_dp
 
@@ -24,6 +24,7 @@ __all__ = [
     "PassOptions",
     "pass_options",
     "split_chunks",
+    "split_for_budget",
     "split_sk_dp",
     "transform",
 ]

@@ -13,7 +13,7 @@ from ..edges import Flatten, Split, Tile
 from ..expr import ceildiv
 from ..graph import CoordinateGraph
 
-__all__ = ["MAX_SK_BATCHES", "PassOptions", "distribute", "flatten_tiles", "gemm_tiles"]
+__all__ = ["MAX_SK_BATCHES", "PassOptions", "distribute", "flatten_tiles", "gemm_tiles", "output_tile_numbers"]
 
 MAX_SK_BATCHES = 6
 
@@ -49,14 +49,15 @@ class GemmTiles:
     k: int
 
 
+def output_tile_numbers(g: CoordinateGraph) -> tuple[int, int]:
+    """``MacroTileNumber(A; 0)`` and ``MacroTileNumber(B; 1)``: the m and n tile numbers a schedule walks."""
+    return g.find(MacroTileNumber, tensor="A", dim=0), g.find(MacroTileNumber, tensor="B", dim=1)
+
+
 def gemm_tiles(g: CoordinateGraph) -> GemmTiles:
     """Find ``MacroTileNumber(A; 0)``, ``MacroTileNumber(B; 1)`` and ``ForLoop(K)``; they must be dangling."""
     try:
-        tags = GemmTiles(
-            g.find(MacroTileNumber, tensor="A", dim=0),
-            g.find(MacroTileNumber, tensor="B", dim=1),
-            g.find(ForLoop, name="K", section=""),
-        )
+        tags = GemmTiles(*output_tile_numbers(g), g.find(ForLoop, name="K", section=""))
     except ValueError as e:
         raise ValueError(f"not a GEMM precondition graph (build it with ctgraph.gemm): {e}") from None
     for t in (tags.m, tags.n, tags.k):

@@ -16,17 +16,26 @@ For few tiles and long K (where data-parallel leaves most of the GPU idle).
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from ..dimensions import ForLoop, Linear, Workgroup
 from ..edges import Flatten, PassThrough, Split, Tile
 from ..graph import CoordinateGraph
-from .common import PassOptions, gemm_tiles
+from .common import PassOptions, gemm_tiles, output_tile_numbers
 
-__all__ = ["split_chunks", "splitk", "splitk_reduce"]
+__all__ = ["split_chunks", "split_for_budget", "splitk", "splitk_reduce"]
 
 REDUCE = "reduce"  # the section name of the separate reduction's workgroups
 
 
-def split_chunks(k_iters: int, split: int) -> tuple[int, int]:
+def split_for_budget(tiles: int, workgroups: Any) -> Any:
+    """Chunks per tile when ``workgroups`` are shared out over ``tiles`` (at least 1; numpy arrays work too)."""
+    return np.maximum(1, workgroups // tiles)
+
+
+def split_chunks(k_iters: int, split: Any) -> tuple[Any, Any]:
     """``(chunks, iterations per chunk)``: ``s' = ceil(Kt / c)`` non-empty chunks of ``c = ceil(Kt / s)``."""
     per = -(-int(k_iters) // split)
     return -(-int(k_iters) // per), per
@@ -64,17 +73,11 @@ def splitk_reduce(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     Its loop over the K chunks reads ``unit = Flatten(m, n, chunk)`` forward: the partial's slot.
     """
     g = splitk(g, opts)
-    t = gemm_tiles_of_transformed(g)
-    tiles = g.add_dimension(Linear(g.size(t[0]) * g.size(t[1]), name="output tiles", param="numTiles"))
-    g.add_edge(Flatten(), inputs=list(t), outputs=[tiles])
+    m, n = output_tile_numbers(g)
+    tiles = g.add_dimension(Linear(g.size(m) * g.size(n), name="output tiles", param="numTiles"))
+    g.add_edge(Flatten(), inputs=[m, n], outputs=[tiles])
     wg = g.add_dimension(Workgroup(g.size(tiles), section=REDUCE, param="numTiles"))
     g.add_edge(PassThrough(), inputs=[tiles], outputs=[wg])
     g.attrs["reduce"] = REDUCE
     return g
 
-
-def gemm_tiles_of_transformed(g: CoordinateGraph) -> tuple[int, int]:
-    """``MacroTileNumber(A; 0)`` and ``MacroTileNumber(B; 1)`` (no longer dangling after a pass)."""
-    from ..dimensions import MacroTileNumber
-
-    return g.find(MacroTileNumber, tensor="A", dim=0), g.find(MacroTileNumber, tensor="B", dim=1)
