@@ -113,7 +113,11 @@ class ZeroAccumulator(Node):
 
 @dataclass(frozen=True)
 class LoadTile(Node):
-    """Load macro tile of ``tensor`` ("A" or "B") over ``rows x cols``, indexed by ``(row, col)`` symbols."""
+    """Load macro tile of ``tensor`` ("A" or "B") over ``rows x cols``, indexed by ``(row, col)`` symbols.
+
+    ``origin``: the tensor coordinates (row, column) of the tile's element (0, 0), for backends that copy
+    whole boxes (Hopper's TMA) instead of addressing elements; ``address`` and ``mask`` agree with it.
+    """
 
     tensor: str
     row: sympy.Symbol
@@ -121,6 +125,7 @@ class LoadTile(Node):
     shape: tuple[int, int]
     address: sympy.Expr
     mask: sympy.Expr
+    origin: tuple[sympy.Expr, ...] = ()
 
 
 @dataclass(frozen=True)

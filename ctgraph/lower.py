@@ -69,6 +69,17 @@ def _tensor_access(
     return row, col, shape, w[user], sympy.And(*w.in_bounds(axes))
 
 
+def _tile_origin(g: CoordinateGraph, tensor: str, tiles: tuple[sympy.Expr, sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    """The tensor coordinates (row, column) of element (0, 0) of tile ``tiles``: a bulk copy's box origin."""
+    values = {}
+    for d, tile in enumerate(tiles):
+        values[g.find(MacroTileNumber, tensor=tensor, dim=d)] = tile
+        values[g.find(MacroTileIndex, tensor=tensor, dim=d)] = sympy.Integer(0)
+    axes = [g.find(SubDimension, tensor=tensor, dim=d) for d in (0, 1)]
+    w = g.walk(values, axes)
+    return tuple(w[a] for a in axes)
+
+
 def lower_to_control(graph: CoordinateGraph, name: str = "ctgraph_gemm") -> C.ControlGraph:
     """The control graph of a transformed GEMM graph (see the module docstring)."""
     p = graph.attrs["gemm"]
@@ -147,8 +158,8 @@ def _lower_section(
     extent = sympy.Min(g.size(sec.for_k), g.size(tc.k))
     inner = cg.add(C.ForLoop(fk, sympy.Integer(0), inner_cond, sympy.Integer(1), extent=extent), outer)
     cg.add(C.Assign(k, it[tc.k]), inner)
-    cg.add(C.LoadTile("A", *_tensor_access(g, "A", (m, k), (bm, bk))), inner)
-    cg.add(C.LoadTile("B", *_tensor_access(g, "B", (k, n), (bk, bn))), inner)
+    for x, tile, shape in (("A", (m, k), (bm, bk)), ("B", (k, n), (bk, bn))):
+        cg.add(C.LoadTile(x, *_tensor_access(g, x, tile, shape), origin=_tile_origin(g, x, tile)), inner)
     cg.add(C.Multiply(), inner)
 
     epilogue = C.Epilogue(*_tensor_access(g, "D", (m, n), (bm, bn)))

@@ -22,11 +22,20 @@ from ctgraph.operands import check_scalars
 from ctgraph.params import bindings
 
 from .codegen import generate, layout
+from .hopper import hopper_layout, swizzle_bytes
 from .nvcc import ptx
 from .operands import Operand, classify
 from .options import CudaOptions
 
-__all__ = ["CudaProgram", "build", "default_workgroups", "model_workgroups", "options_from", "select_policy"]
+__all__ = [
+    "CudaProgram",
+    "build",
+    "default_workgroups",
+    "model_workgroups",
+    "options_from",
+    "resolve_mainloop",
+    "select_policy",
+]
 
 _MODULES: dict[tuple[str, str, str], Any] = {}
 _LOCK = threading.Lock()
@@ -58,24 +67,52 @@ def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int) ->
         return _MODULES[key]
 
 
+def resolve_mainloop(opts: CudaOptions, dtype: str, macro_tile: tuple[int, int, int]) -> str:
+    """``opts.mainloop`` made concrete: ``"auto"`` takes wgmma for sm_90a on a GPU of compute capability
+    9.0 when the macro tile fits it (:func:`hopper_layout`), mma.sync otherwise."""
+    if opts.mainloop == "mma":
+        return "mma"
+    fits = True
+    try:
+        hopper_layout(macro_tile, dtype, opts)
+    except ValueError:
+        if opts.mainloop == "wgmma":
+            raise
+        fits = False
+    if opts.mainloop == "wgmma":
+        if opts.arch != "sm_90a":
+            raise ValueError(f"mainloop='wgmma' needs arch='sm_90a', got arch={opts.arch!r}")
+        return "wgmma"
+    from .driver import compute_capability
+
+    return "wgmma" if fits and opts.arch == "sm_90a" and compute_capability() == (9, 0) else "mma"
+
+
 class CudaProgram:
+    """One GEMM's kernels in up to three variants of the same control graph, chosen per call:
+    ``"wgmma"`` (Hopper; TMA needs rows of A and B that are multiples of 8 halves and 16-byte aligned
+    pointers), ``"vector"`` (mma.sync, 16-byte cp.async, same needs) and ``"scalar"`` (mma.sync or FMA,
+    element loads: any shape and alignment)."""
+
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         p = kernel.problem
         self.options = options_from(kernel.options)
         self.control = lower_to_control(kernel.graph)
-        self.layout = layout(p.macro_tile, p.dtype, self.options)
+        self.mainloop = resolve_mainloop(self.options, p.dtype, p.macro_tile)
         self.root = self.control[self.control.kernels[0]]
         self.grids = launch_grids(self.control, kernel.graph, kernel.workgroups)
         # NOTE: only a program that spin-waits needs all its workgroups resident at once.
         self.spins = any(isinstance(self.control[t], Wait) for t in self.control.nx)
-        # NOTE: 16-byte vector loads need rows of A (k) and B (n) that are whole vectors.
-        self.vector = self.options.vector and p.dtype == "float16" and p.k % 8 == 0 and p.n % 8 == 0
-        self.sources = {
-            v: generate(self.control, dataclasses.replace(self.options, vector=v))
-            for v in sorted({self.vector, False}, reverse=True)
-        }
-        self.source = self.sources[self.vector]
+        # NOTE: TMA boxes and 16-byte vector loads need rows of A (k) and B (n) that are whole vectors.
+        rows_ok = p.dtype == "float16" and p.k % 8 == 0 and p.n % 8 == 0
+        if self.mainloop == "wgmma" and rows_ok:
+            self.variant = "wgmma"
+        else:
+            self.variant = "vector" if self.options.vector and rows_ok else "scalar"
+        self._sources: dict[str, str] = {}
+        self.source = self.source_of(self.variant)
+        self.layout = self.layout_of(self.variant)
         values = bindings(kernel.graph)
         too_big = {s.name: v for s, v in values.items() if v > INT32_MAX}
         if too_big:
@@ -83,34 +120,49 @@ class CudaProgram:
         self.params = [values[s] for s in self.root.params]
         self.slots = max(partial_slots(kernel.graph), 1)
         self._workspaces: dict[int, tuple[Any, Any]] = {}
-        self._ptx: dict[bool, str] = {}
-        self._built = False
+        self._ptx: dict[str, str] = {}
+        self._resident: dict[str, int] = {}
+
+    def _options_of(self, variant: str) -> CudaOptions:
+        if variant == "wgmma":
+            return dataclasses.replace(self.options, mainloop="wgmma")
+        return dataclasses.replace(self.options, mainloop="mma", vector=variant == "vector")
+
+    def source_of(self, variant: str) -> str:
+        """The CUDA C++ of ``variant`` (generated once; the fallbacks only when a call needs them)."""
+        if variant not in self._sources:
+            self._sources[variant] = generate(self.control, self._options_of(variant))
+        return self._sources[variant]
+
+    def layout_of(self, variant: str) -> dict[str, int]:
+        p, opts = self.kernel.problem, self._options_of(variant)
+        return hopper_layout(p.macro_tile, p.dtype, opts) if variant == "wgmma" else layout(p.macro_tile, p.dtype, opts)
 
     @property
     def ptx(self) -> str:
-        if self.vector not in self._ptx:
-            self._ptx[self.vector] = ptx(self.source, self.options.arch)
-        return self._ptx[self.vector]
+        if self.variant not in self._ptx:
+            self._ptx[self.variant] = ptx(self.source, self.options.arch)
+        return self._ptx[self.variant]
 
-    def function(self, vector: bool | None = None, name: str | None = None) -> Any:
-        """The loaded entry point ``name`` (default: the first kernel) of the vector or scalar-load source."""
-        v = self.vector if vector is None else vector
-        return _load(self.sources[v], name or self.root.name, self.options, self.layout["THREADS"],
-                     self.layout["SMEM_BYTES"])
+    def function(self, variant: str | None = None, name: str | None = None) -> Any:
+        """The loaded entry point ``name`` (default: the first kernel) of ``variant`` (default: the primary)."""
+        v = variant or self.variant
+        lay = self.layout_of(v)
+        return _load(self.source_of(v), name or self.root.name, self.options, lay["BLOCK"], lay["SMEM_BYTES"])
 
-    def build(self) -> CudaProgram:
-        """Compile and load; refuse a grid larger than what can be resident (checked once per program)."""
-        if self._built:
+    def build(self, variant: str | None = None) -> CudaProgram:
+        """Compile and load ``variant``; refuse a grid larger than what can be resident (checked once each)."""
+        v = variant or self.variant
+        if v in self._resident:
             return self
-        fn = self.function()
-        limit = fn.resident_ctas()
+        limit = self._resident[v] = self.function(v).resident_ctas()
         if self.spins and self.kernel.workgroups > limit:
+            del self._resident[v]
             raise ValueError(
                 f"workgroups={self.kernel.workgroups} exceeds the {limit} CTAs of this kernel that can be "
                 "resident at once on this GPU; Stream-K's fixup waits would deadlock. Use workgroups<="
                 f"{limit} (or leave it None)"
             )
-        self._built = True
         return self
 
     def _workspace(self, stream: int) -> tuple[Any, Any]:
@@ -149,7 +201,10 @@ class CudaProgram:
         if "out" not in ops:
             D, ptr_d = _allocate_like(ops["A"], (p.m, p.n), p.dtype)
             ops["out"] = Operand("out", D, host=False, ptr=ptr_d)
-        vector = self.vector and all(ops[n].ptr % 16 == 0 for n in ("A", "B"))
+        variant = self.variant
+        if variant != "scalar" and any(ops[n].ptr % 16 for n in ("A", "B")):
+            variant = "scalar"  # NOTE: TMA and 16-byte vectors need aligned rows; element loads take any pointer
+        self.build(variant)
         ws, flags = self._workspace(handle)
         c_ptr = ops["C"].ptr if "C" in ops else 0
         args = [
@@ -163,8 +218,10 @@ class CudaProgram:
             ctypes.c_void_p(int(flags.gpudata)),
             *[ctypes.c_int(v) for v in self.params],
         ]
+        if variant == "wgmma":
+            args += self._tensor_maps(ops["A"].ptr, ops["B"].ptr)
         for name, grid in self.grids:  # in order, on one stream: a reduction kernel starts after the first
-            self.function(vector, name).launch(grid, args, handle)
+            self.function(variant, name).launch(grid, args, handle)
         if "out" in dev or ops["A"].host:  # a numpy result: wait for the kernel, then copy back
             from .driver import stream_synchronize
 
@@ -174,6 +231,15 @@ class CudaProgram:
                 return ops["out"].obj
             return ops["out"].obj.get()
         return ops["out"].obj
+
+
+    def _tensor_maps(self, a: int, b: int) -> list[Any]:
+        """TMA descriptors of A (boxes of BM x BK) and B (boxes of BK x 64: one 128-byte swizzle span)."""
+        from .driver import tensor_map
+
+        p, lay = self.kernel.problem, self.layout_of("wgmma")
+        bm, bk = lay["BM"], lay["BK"]
+        return [tensor_map(a, p.m, p.k, bm, bk, swizzle_bytes(bk)), tensor_map(b, p.k, p.n, bk, 64, 128)]
 
 
 def _stream_handle(stream: Any) -> int:

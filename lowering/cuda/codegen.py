@@ -56,6 +56,7 @@ def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> d
             "BN": bn,
             "BK": bk,
             "THREADS": t,
+            "BLOCK": t,
             "WM": wm,
             "WN": wn,
             "MI": mi,
@@ -79,6 +80,7 @@ def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> d
         "BN": bn,
         "BK": bk,
         "THREADS": t,
+        "BLOCK": t,
         "TY": ty,
         "TM": bm // ty,
         "TN": bn // 16,
@@ -119,22 +121,33 @@ class _Writer:
 def generate(cg: C.ControlGraph, opts: CudaOptions) -> str:
     """One CUDA C++ translation unit with an entry point per kernel of the control graph (byte-identical for
     the same graph and options)."""
-    templates: set[str] = {"cp_async_commit", "cp_async_wait"}
-    parts = [_Codegen(cg, opts, tag, templates) for tag in cg.kernels]
+    templates: set[str] = set()
+    if opts.mainloop == "wgmma":
+        from .hopper import HopperCodegen
+
+        parts: list[_Codegen] = [HopperCodegen(cg, opts, tag, templates) for tag in cg.kernels]
+    else:
+        templates |= {"cp_async_commit", "cp_async_wait"}
+        parts = [_Codegen(cg, opts, tag, templates) for tag in cg.kernels]
     return parts[0].prelude() + "\n".join(p.body for p in parts)
 
 
 class _Codegen:
+    sync = "__syncthreads();"  # the barrier of the threads that run the fixup and epilogue
+
     def __init__(self, cg: C.ControlGraph, opts: CudaOptions, kernel: int, templates: set[str]) -> None:
         self.cg, self.opts, self.tag = cg, opts, kernel
         self.kernel: C.Kernel = cg[kernel]  # type: ignore[assignment]
         self.dtype = self.kernel.dtype
         self.mma = self.dtype == "float16"
-        self.L = layout(self.kernel.macro_tile, self.dtype, opts)
+        self.L = self.layout()
         self.vector = opts.vector and self.mma
         self.templates = templates  # NOTE: shared by the kernels of one unit; the prelude renders them all
         self.w = _Writer()
         self.body = self._kernel()
+
+    def layout(self) -> dict[str, int]:
+        return layout(self.kernel.macro_tile, self.dtype, self.opts)
 
     # --- pieces ------------------------------------------------------------------------------------
 
@@ -159,7 +172,7 @@ class _Codegen:
         w, k = self.w, self.kernel
         elem = ELEM[self.dtype]
         params = ", ".join(f"const int {p.name}" for p in k.params)
-        w(f'extern "C" __global__ void __launch_bounds__(ctg::THREADS, {self.opts.ctas_per_sm}) {k.name}(')
+        w(f'extern "C" __global__ void __launch_bounds__(ctg::BLOCK, {self.opts.ctas_per_sm}) {k.name}(')
         w(f"    const {elem}* __restrict__ A, const {elem}* __restrict__ B, const {elem}* C, {elem}* D,")
         w("    const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,")
         w(f"    {params})")
@@ -473,7 +486,7 @@ class _Codegen:
     def _Signal(self, tag: int, node: C.Signal) -> None:
         if node.value:
             self.templates.add("red_release_add")
-            self.w("__syncthreads();  // every thread's partial is written before the release")
+            self.w(f"{self.sync}  // every thread's partial is written before the release")
             self.w(f"if (tid_ == 0) red_release_add(flags + ({cxx(node.flag)}), {node.value}u);")
         else:
             self.templates.add("st_relaxed")
@@ -486,7 +499,7 @@ class _Codegen:
         self.w(f"while (ld_acquire(flags + ({cxx(node.flag)})) != {node.value}u)")
         self.w("    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang")
         self.w.close()
-        self.w("__syncthreads();")
+        self.w(self.sync)
 
     def _acc_coords(self) -> tuple[str, str]:
         """Tile row and column of accumulator element ``e_`` of this thread."""

@@ -84,3 +84,56 @@ class Function:
 
 def load_function(cubin: bytes, name: str, threads: int, smem_bytes: int) -> Function:
     return Function(cubin, name, threads, smem_bytes)
+
+
+# cuTensorMapEncodeTiled enums (cuda.h)
+CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6
+CU_TENSOR_MAP_SWIZZLE = {32: 1, 64: 2, 128: 3}
+CU_TENSOR_MAP_L2_PROMOTION_256B = 3
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+class TensorMap(ctypes.Structure):
+    """A ``CUtensorMap``: 128 opaque bytes, passed to the kernel by value. The driver wants it 64-byte
+    aligned, which ctypes cannot promise: :func:`tensor_map` places it inside a larger buffer."""
+
+    _fields_ = [("opaque", ctypes.c_uint64 * 16)]
+
+
+@functools.lru_cache(maxsize=256)
+def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swizzle: int) -> TensorMap:
+    """The TMA descriptor of a row-major fp16 ``rows x cols`` matrix at ``ptr``, copied in boxes of
+    ``box_rows x box_cols`` with a ``swizzle``-byte swizzle; elements outside the matrix read as zero."""
+    buf = ctypes.create_string_buffer(ctypes.sizeof(TensorMap) + 64)
+    tm = TensorMap.from_address(-(-ctypes.addressof(buf) // 64) * 64)
+    tm._buffer = buf  # type: ignore[attr-defined] -- keeps the memory alive with the map
+    dims = (ctypes.c_uint64 * 2)(cols, rows)
+    strides = (ctypes.c_uint64 * 1)(cols * 2)
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+    unit = (ctypes.c_uint32 * 2)(1, 1)
+    _check(
+        _lib().cuTensorMapEncodeTiled(
+            ctypes.byref(tm), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ctypes.c_void_p(ptr), dims, strides, box, unit,
+            0, CU_TENSOR_MAP_SWIZZLE[swizzle], CU_TENSOR_MAP_L2_PROMOTION_256B, 0,
+        ),
+        "cuTensorMapEncodeTiled",
+    )
+    return tm
+
+
+@functools.cache
+def compute_capability() -> tuple[int, int] | None:
+    """The compute capability of device 0, or None without a usable CUDA driver and device."""
+    try:
+        lib = _lib()
+        if lib.cuInit(0):
+            return None
+        dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        if lib.cuDeviceGet(ctypes.byref(dev), 0):
+            return None
+        lib.cuDeviceGetAttribute(ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        lib.cuDeviceGetAttribute(ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        return major.value, minor.value
+    except OSError:
+        return None

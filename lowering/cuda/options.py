@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CudaOptions"]
+__all__ = ["MAINLOOPS", "CudaOptions"]
+
+MAINLOOPS = ("auto", "wgmma", "mma")
 
 
 @dataclass(frozen=True)
@@ -12,7 +14,13 @@ class CudaOptions:
     """``warps``: warps per CTA; ``stages``: shared-memory pipeline depth; ``vector``: 16-byte ``cp.async``
     loads (needs rows of A and B that are multiples of 8 elements and 16-byte aligned pointers; the
     runtime picks the scalar-load variant otherwise); ``arch``: the nvcc target; ``ctas_per_sm``: the
-    occupancy asked of the register allocator."""
+    occupancy asked of the register allocator.
+
+    ``mainloop``: ``"wgmma"`` (Hopper: TMA, mbarriers, ``wgmma.mma_async``, a producer and consumer
+    warpgroups; fp16 on sm_90a, see :mod:`lowering.cuda.hopper`), ``"mma"`` (``mma.sync``, any sm_80+
+    GPU) or ``"auto"``: wgmma when a GPU of compute capability 9.0 is present and the macro tile fits it.
+    ``warps``, ``stages``, ``ctas_per_sm`` and ``fetch_step`` tune the mma path; the wgmma path sizes
+    its own pipeline from shared memory."""
 
     warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
     stages: int = 3
@@ -20,12 +28,15 @@ class CudaOptions:
     arch: str = "sm_90a"
     ctas_per_sm: int = 1  # __launch_bounds__ hint: CTAs that should fit on one SM (caps registers)
     fetch_step: int = 2  # the next stage's loads are issued after this many k16 mma steps (measured best)
+    mainloop: str = "auto"
 
     def __post_init__(self) -> None:
         if self.warps not in (1, 2, 4, 8, 16):
             raise ValueError(f"warps must be 1, 2, 4, 8 or 16, got {self.warps!r}")
         if not isinstance(self.stages, int) or not 2 <= self.stages <= 8:
             raise ValueError(f"stages must be an integer in [2, 8], got {self.stages!r}")
+        if self.mainloop not in MAINLOOPS:
+            raise ValueError(f"mainloop must be one of {MAINLOOPS}, got {self.mainloop!r}")
         if not isinstance(self.fetch_step, int) or self.fetch_step < 0:
             raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:

@@ -7,7 +7,24 @@ kernel uses, in table order, so the source stays small and deterministic.
 
 from __future__ import annotations
 
-__all__ = ["TEMPLATES", "render"]
+__all__ = ["TEMPLATES", "WGMMA_N", "render"]
+
+WGMMA_N = (64, 128, 192, 256)  # wgmma N extents the Hopper mainloop uses (BN in 64-column swizzle chunks)
+
+
+def _wgmma(n: int) -> str:
+    """``wgmma.mma_async.m64n{n}k16`` with both operands in shared memory (descriptors), fp32 accumulators
+    ``d[0 .. n/2)`` in place; A K-major, B MN-major (``imm-trans-b = 1``: B is row-major K x N)."""
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return f"""
+__device__ __forceinline__ void wgmma_n{n}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"
+                 : {binds}
+                 : "l"(da), "l"(db), "r"(scale_d));
+}}"""
 
 TEMPLATES: dict[str, str] = {
     # shared-memory address of a generic pointer (for cp.async / ldmatrix operands)
@@ -62,6 +79,76 @@ __device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
     "st_relaxed": """
 __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\\n" :: "l"(p), "r"(v) : "memory");
+}""",
+    # --- Hopper (sm_90a): mbarriers, TMA, wgmma, register reallocation, named barriers ---
+    "mbar_init": """
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\\n" :: "r"(bar), "r"(count) : "memory");
+}""",
+    # make the initialised barriers visible to the async proxy (TMA) before first use
+    "fence_mbar_init": """
+__device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\\n\\tfence.proxy.async.shared::cta;\\n" ::: "memory");
+}""",
+    # arrive and expect `bytes` more bytes of TMA transactions in this phase
+    "mbar_expect_tx": """
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n" :: "r"(bar), "r"(bytes) : "memory");
+}""",
+    "mbar_arrive": """
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: "r"(bar) : "memory");
+}""",
+    # wait for the phase of parity `parity` to complete; a phase that never completes traps (no hang)
+    "mbar_wait": """
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0, tries = 0;
+    while (true) {
+        asm volatile("{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"
+                     "selp.u32 %0, 1, 0, p;\\n}\\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        if (done) return;
+        if (++tries > (1u << 26)) __trap();
+    }
+}""",
+    # TMA: a 2-D box at (c0 = column, c1 = row) of the tensor map into shared memory; completes on `bar`
+    "tma_load_2d": """
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsigned bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\\n"
+                 :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}""",
+    # shared-memory matrix descriptor: address, leading / stride byte offsets, swizzle span (128, 64, 32 B)
+    "smem_desc": """
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {
+    const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16)
+         | ((unsigned long long)(sbo >> 4) << 32) | (mode << 62);
+}""",
+    "wgmma_fence": """
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
+}""",
+    "wgmma_commit": """
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+}""",
+    "wgmma_wait": """
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"(N) : "memory");
+}""",
+    **{f"wgmma_n{n}": _wgmma(n) for n in WGMMA_N},
+    # give registers back (producer) or take them (consumers): warpgroup-wide
+    "setmaxnreg_dec": """
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(N));
+}""",
+    "setmaxnreg_inc": """
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(N));
+}""",
+    # barrier over the `threads` threads of the math warpgroups only (id 1; 0 is __syncthreads)
+    "bar_sync": """
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\\n" :: "r"(id), "r"(threads) : "memory");
 }""",
 }
 
