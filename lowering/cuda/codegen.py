@@ -513,6 +513,35 @@ class _Codegen:
     def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
         w = self.w
         row, col = self._acc_coords()
+        i, j = node.row, node.col
+        # NOTE: fp16 fragments hold column pairs (j, j+1) in elements (e, e+1): one 4-byte store when the
+        # pair is in bounds and D's address steps by one along j (an aligned half2).
+        step = sympy.expand(node.address.subs(j, j + 1) - node.address)
+        if self.dtype != "float16" or step != 1:
+            self._epilogue_scalar(node, row, col)
+            return
+        w("#pragma unroll")
+        w.open("for (int e_ = 0; e_ < NACC; e_ += 2)")
+        w(f"const int {i.name} = {row}, {j.name} = {col};")
+        w(f"const bool ok0_ = {cxx(node.mask)}, ok1_ = {cxx(node.mask.subs(j, j + 1))};")
+        w(f"const int at_ = {cxx(node.address)};")
+        w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
+        w.open("if (beta != 0.f)")
+        w("if (ok0_) v0_ += beta * __half2float(C[at_]);")
+        w("if (ok1_) v1_ += beta * __half2float(C[at_ + 1]);")
+        w.close()
+        w(
+            "if (ok0_ && ok1_ && (reinterpret_cast<size_t>(D + at_) & 3) == 0) "
+            "*reinterpret_cast<__half2*>(D + at_) = __halves2half2(__float2half(v0_), __float2half(v1_));"
+        )
+        w.open("else")
+        w("if (ok0_) D[at_] = __float2half(v0_);")
+        w("if (ok1_) D[at_ + 1] = __float2half(v1_);")
+        w.close()
+        w.close()
+
+    def _epilogue_scalar(self, node: C.Epilogue, row: str, col: str) -> None:
+        w = self.w
         i, j = node.row.name, node.col.name
         cast = "__float2half" if self.dtype == "float16" else ""
         load = "__half2float" if self.dtype == "float16" else ""

@@ -35,10 +35,19 @@ def seed_cuda_source() -> str:
     ).source
 
 
+def seed_hopper_source() -> str:
+    """The same GEMM through the Hopper mainloop (TMA, mbarriers, wgmma) on its smallest tile, 64x64x32."""
+    g = ctgraph.gemm(160, 192, 8192, macro_tile=(64, 64, 32))
+    return ctgraph.compile(
+        g, transform="streamk2tile", workgroups=SEED_WORKGROUPS, target="cuda", build=False, mainloop="wgmma"
+    ).source
+
+
 GOLDEN = {
     "seed_streamk2tile.dot": seed_streamk2tile_graph,
     "seed_control_streamk.dot": seed_control_streamk,
     "seed_streamk2tile.cu": seed_cuda_source,
+    "seed_streamk2tile_hopper.cu": seed_hopper_source,
 }
 
 

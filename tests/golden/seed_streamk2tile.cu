@@ -236,13 +236,19 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (tid_ == 0) st_relaxed(flags + (peer_sk), 0u);  // reset for the next launch
             }
             #pragma unroll
-            for (int e_ = 0; e_ < NACC; ++e_) {
+            for (int e_ = 0; e_ < NACC; e_ += 2) {
                 const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                if (i + 16*m < M && j + 16*n < N) {
-                    const int at_ = N*(i + 16*m) + j + 16*n;
-                    float v_ = alpha * acc[e_];
-                    if (beta != 0.f) v_ += beta * __half2float(C[at_]);
-                    D[at_] = __float2half(v_);
+                const bool ok0_ = i + 16*m < M && j + 16*n < N, ok1_ = i + 16*m < M && j + 16*n + 1 < N;
+                const int at_ = N*(i + 16*m) + j + 16*n;
+                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                if (beta != 0.f) {
+                    if (ok0_) v0_ += beta * __half2float(C[at_]);
+                    if (ok1_) v1_ += beta * __half2float(C[at_ + 1]);
+                }
+                if (ok0_ && ok1_ && (reinterpret_cast<size_t>(D + at_) & 3) == 0) *reinterpret_cast<__half2*>(D + at_) = __halves2half2(__float2half(v0_), __float2half(v1_));
+                else {
+                    if (ok0_) D[at_] = __float2half(v0_);
+                    if (ok1_) D[at_ + 1] = __float2half(v1_);
                 }
             }
         }
@@ -375,13 +381,19 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             __syncthreads();
         }
         #pragma unroll
-        for (int e_ = 0; e_ < NACC; ++e_) {
+        for (int e_ = 0; e_ < NACC; e_ += 2) {
             const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-            if (i + 16*m < M && j + 16*n < N) {
-                const int at_ = N*(i + 16*m) + j + 16*n;
-                float v_ = alpha * acc[e_];
-                if (beta != 0.f) v_ += beta * __half2float(C[at_]);
-                D[at_] = __float2half(v_);
+            const bool ok0_ = i + 16*m < M && j + 16*n < N, ok1_ = i + 16*m < M && j + 16*n + 1 < N;
+            const int at_ = N*(i + 16*m) + j + 16*n;
+            float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+            if (beta != 0.f) {
+                if (ok0_) v0_ += beta * __half2float(C[at_]);
+                if (ok1_) v1_ += beta * __half2float(C[at_ + 1]);
+            }
+            if (ok0_ && ok1_ && (reinterpret_cast<size_t>(D + at_) & 3) == 0) *reinterpret_cast<__half2*>(D + at_) = __halves2half2(__float2half(v0_), __float2half(v1_));
+            else {
+                if (ok0_) D[at_] = __float2half(v0_);
+                if (ok1_) D[at_ + 1] = __float2half(v1_);
             }
         }
     }

@@ -39,16 +39,48 @@ def check(D, A, B, C, alpha, beta, dtype):
     assert err < tol, f"relative error {err:.3e} > {tol:.1e}"
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
+MAINLOOPS = [("float16", "auto"), ("float16", "mma"), ("float32", "auto")]  # auto: wgmma on an H100
+
+
+@pytest.mark.parametrize(("dtype", "mainloop"), MAINLOOPS, ids=lambda x: x)
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_matches_numpy_and_repeats_bit_identical(shape, transform, dtype):
+def test_matches_numpy_and_repeats_bit_identical(shape, transform, dtype, mainloop):
     m, n, k = shape
     A, B, C = operands(m, n, k, dtype)
-    kern = ctgraph.compile(ctgraph.gemm(m, n, k, dtype=dtype), transform=transform, target="cuda")
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, dtype=dtype), transform=transform, target="cuda", mainloop=mainloop)
     D = kern(A, B, C, alpha=1.5, beta=0.5)
     check(D, A, B, C, 1.5, 0.5, dtype)
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+def test_hopper_gpu_runs_the_wgmma_mainloop():
+    kern = ctgraph.compile(ctgraph.gemm(512, 512, 512), transform="streamk2tile", target="cuda")
+    if kern.program.mainloop != "wgmma":
+        pytest.skip("not a compute capability 9.0 GPU")
+    assert kern.program.variant == "wgmma" and "wgmma.mma_async" in kern.ptx
+
+
+@pytest.mark.parametrize("tile", [(128, 256, 64), (64, 64, 32), (128, 64, 64), (64, 192, 64)], ids=str)
+@pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (1408, 1664, 1032)], ids=lambda s: "x".join(map(str, s)))
+def test_wgmma_tiles(shape, transform, tile):
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), transform=transform, target="cuda", mainloop="wgmma")
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+def test_misaligned_operands_fall_back_to_element_loads():
+    torch = pytest.importorskip("torch")
+    A, B, C = operands(200, 136, 264, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(200, 136, 264), transform="streamk2tile", target="cuda")
+    flat = torch.from_numpy(np.concatenate([[0], A.ravel()]).astype(np.float16)).cuda()
+    a = flat[1:].view(200, 264)  # 2-byte offset: no TMA box or 16-byte vector can read it
+    assert a.data_ptr() % 16
+    check(kern(a, B, C, beta=1.0).cpu().numpy(), A, B, C, 1.0, 1.0, "float16")
 
 
 @pytest.mark.parametrize("workgroups", [1, 7, 64])
@@ -118,6 +150,9 @@ SANITIZE = textwrap.dedent("""
     for t in ctgraph.TRANSFORMS:
         kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
                                target="cuda", warps=4, stages=2)
+        assert (kern(A, B) == 70).all()
+        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 64, 32)), transform=t, workgroups=5,
+                               target="cuda", mainloop="wgmma")
         assert (kern(A, B) == 70).all()
 """)
 

@@ -9,7 +9,7 @@ import pytest
 
 import ctgraph
 from lowering.cuda.nvcc import check_cubin, nvcc_available
-from tests.golden.regenerate import seed_cuda_source
+from tests.golden.regenerate import seed_cuda_source, seed_hopper_source
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed (CUDA toolkit)")
@@ -62,7 +62,7 @@ def test_golden_seed_cu():
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 def test_nvcc_compiles_and_ptx_has_expected_instructions(transform, dtype):
-    kern = cuda_kernel(transform, dtype)
+    kern = cuda_kernel(transform, dtype, mainloop="mma")
     assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
     ptx = kern.ptx
     if dtype == "float16":
@@ -75,6 +75,71 @@ def test_nvcc_compiles_and_ptx_has_expected_instructions(transform, dtype):
         assert not any(op in ptx for op in fixup)
     else:
         assert all(op in ptx for op in fixup)
+
+
+SPLITS = {"splitk": {"split": 4}, "splitk_reduce": {"split": 4}}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("tile", [(128, 128, 32), (128, 256, 64), (64, 64, 32)], ids=str)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk", "splitk_reduce"])
+def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
+    g = ctgraph.gemm(1000, 1000, 1000, macro_tile=tile)
+    kern = ctgraph.compile(g, transform=transform, workgroups=1024, target="cuda", build=False, mainloop="wgmma",
+                           **SPLITS.get(transform, {}))
+    assert kern.program.variant == "wgmma"
+    assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
+    ptx = kern.ptx
+    for op in (f"wgmma.mma_async.sync.aligned.m64n{tile[1]}k16.f32.f16.f16", "wgmma.wait_group",
+               "cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "setmaxnreg"):
+        assert op in ptx, op
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx
+    fixup = ("ld.acquire.gpu", "red.release.gpu")
+    spins = transform not in ("dataparallel", "splitk_reduce")
+    assert all(op in ptx for op in fixup) == spins and any(op in ptx for op in fixup) == spins
+
+
+def test_hopper_source_is_deterministic_and_shape_free():
+    def src(shape):
+        g = ctgraph.gemm(*shape, macro_tile=(128, 256, 64))
+        return ctgraph.compile(g, transform="streamk2tile", workgroups=132, target="cuda", build=False,
+                               mainloop="wgmma").source
+    assert src((1000, 1000, 1000)) == src((1000, 1000, 1000)) == src((8192, 64, 4096))
+
+
+def test_golden_hopper_cu():
+    path = GOLDEN / "seed_streamk2tile_hopper.cu"
+    assert seed_hopper_source() == path.read_text(), "generated CUDA changed: run `make golden` if intended"
+
+
+@pytest.mark.parametrize("tile", [(128, 128, 16), (256, 128, 64), (128, 96, 64), (128, 320, 64)], ids=str)
+def test_wgmma_refuses_tiles_it_cannot_run(tile):
+    with pytest.raises(ValueError, match="wgmma mainloop takes float16 with BM in"):
+        _ = cuda_kernel("streamk", tile=tile, mainloop="wgmma").source
+
+
+def test_wgmma_refuses_float32_and_other_arches():
+    with pytest.raises(ValueError, match="float16"):
+        _ = cuda_kernel("streamk", "float32", mainloop="wgmma").source
+    with pytest.raises(ValueError, match="sm_90a"):
+        _ = cuda_kernel("streamk", mainloop="wgmma", arch="sm_80").source
+    with pytest.raises(ValueError, match="mainloop must be one of"):
+        _ = cuda_kernel("streamk", mainloop="tcgen05").source
+
+
+@pytest.mark.parametrize(("cc", "tile", "dtype", "shape", "variant"), [
+    ((9, 0), (128, 128, 32), "float16", (1000, 1000, 1000), "wgmma"),
+    ((9, 0), (128, 128, 32), "float16", (1000, 1001, 1000), "scalar"),  # n % 8: no TMA rows
+    ((9, 0), (128, 128, 16), "float16", (1000, 1000, 1000), "vector"),  # BK=16: not a wgmma tile
+    ((9, 0), (128, 128, 32), "float32", (1000, 1000, 1000), "scalar"),
+    ((8, 0), (128, 128, 32), "float16", (1000, 1000, 1000), "vector"),  # not Hopper
+    (None, (128, 128, 32), "float16", (1000, 1000, 1000), "vector"),  # no GPU (CI)
+])
+def test_auto_mainloop_follows_the_device(monkeypatch, cc, tile, dtype, shape, variant):
+    from lowering.cuda import driver
+
+    monkeypatch.setattr(driver, "compute_capability", lambda: cc)
+    assert cuda_kernel("streamk2tile", dtype, shape=shape, tile=tile).program.variant == variant
 
 
 @needs_nvcc
