@@ -107,7 +107,7 @@ def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swi
     ``box_rows x box_cols`` with a ``swizzle``-byte swizzle; elements outside the matrix read as zero."""
     buf = ctypes.create_string_buffer(ctypes.sizeof(TensorMap) + 64)
     tm = TensorMap.from_address(-(-ctypes.addressof(buf) // 64) * 64)
-    tm._buffer = buf  # type: ignore[attr-defined] -- keeps the memory alive with the map
+    tm._buffer = buf  # type: ignore[attr-defined]  # keeps the memory alive with the map
     dims = (ctypes.c_uint64 * 2)(cols, rows)
     strides = (ctypes.c_uint64 * 1)(cols * 2)
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)

@@ -21,7 +21,8 @@ def _wgmma(n: int) -> str:
     return f"""
 __device__ __forceinline__ void wgmma_n{n}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
     asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "
+                 "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"
                  : {binds}
                  : "l"(da), "l"(db), "r"(scale_d));
 }}"""
@@ -113,7 +114,8 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     # TMA: a 2-D box at (c0 = column, c1 = row) of the tensor map into shared memory; completes on `bar`
     "tma_load_2d": """
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsigned bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\\n"
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4}], [%2];\\n"
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }""",
     # shared-memory matrix descriptor: address, leading / stride byte offsets, swizzle span (128, 64, 32 B)

@@ -58,7 +58,8 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     }
 }
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsigned bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4}], [%2];\n"
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {
@@ -77,7 +78,8 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 }
 __device__ __forceinline__ void wgmma_n64(float* d, unsigned long long da, unsigned long long db, int scale_d) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "l"(da), "l"(db), "r"(scale_d));
 }
@@ -215,8 +217,10 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     wgmma_fence();
                     #pragma unroll
                     for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
-                        const unsigned long long da_ = smem_desc(sA_ + s_ * A_STAGE * 2 + rows_ + ks_ * 32, 16, 8 * SWIZZLE, SWIZZLE);
-                        const unsigned long long db_ = smem_desc(sB_ + s_ * B_STAGE * 2 + ks_ * 2048, BK * 128, 1024, 128);
+                        const unsigned a_ = sA_ + s_ * A_STAGE * 2 + rows_ + ks_ * 32, b_ = sB_ + s_ * B_STAGE * 2 + ks_ * 2048;
+                        // A: K-major, 8-row groups 8*SWIZZLE bytes apart; B: MN-major, 64-column chunks BK*128 bytes apart
+                        const unsigned long long da_ = smem_desc(a_, 16, 8 * SWIZZLE, SWIZZLE);
+                        const unsigned long long db_ = smem_desc(b_, BK * 128, 1024, 128);
                         wgmma_n64(acc, da_, db_, 1);
                     }
                     wgmma_commit();
@@ -289,8 +293,10 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     wgmma_fence();
                     #pragma unroll
                     for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
-                        const unsigned long long da_ = smem_desc(sA_ + s_ * A_STAGE * 2 + rows_ + ks_ * 32, 16, 8 * SWIZZLE, SWIZZLE);
-                        const unsigned long long db_ = smem_desc(sB_ + s_ * B_STAGE * 2 + ks_ * 2048, BK * 128, 1024, 128);
+                        const unsigned a_ = sA_ + s_ * A_STAGE * 2 + rows_ + ks_ * 32, b_ = sB_ + s_ * B_STAGE * 2 + ks_ * 2048;
+                        // A: K-major, 8-row groups 8*SWIZZLE bytes apart; B: MN-major, 64-column chunks BK*128 bytes apart
+                        const unsigned long long da_ = smem_desc(a_, 16, 8 * SWIZZLE, SWIZZLE);
+                        const unsigned long long db_ = smem_desc(b_, BK * 128, 1024, 128);
                         wgmma_n64(acc, da_, db_, 1);
                     }
                     wgmma_commit();
