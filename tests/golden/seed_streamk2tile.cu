@@ -7,7 +7,6 @@ constexpr int BM = 16;
 constexpr int BN = 16;
 constexpr int BK = 16;
 constexpr int THREADS = 32;
-constexpr int BLOCK = 32;
 constexpr int WM = 1;
 constexpr int WN = 1;
 constexpr int MI = 1;
@@ -61,7 +60,7 @@ __device__ __forceinline__ int swz(int row, int chunk, int cpr) {
 }
 }  // namespace ctg
 
-extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
+extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
     const half* __restrict__ A, const half* __restrict__ B, const half* C, half* D,
     const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,
     const int K, const int M, const int N, const int numDPTilesPerWG, const int numSKTilesPerWG, const int numTilesDP, const int numTilesK, const int numTilesM, const int numTilesN, const int numTilesSK, const int numWGs, const int sizeA, const int sizeB, const int sizeD, const int totalTiles)
