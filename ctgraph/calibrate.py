@@ -62,7 +62,7 @@ def calibrate(
     probe = ctgraph.compile(ctgraph.gemm(256, 256, 256, macro_tile=macro_tile), transform="streamk", target="cuda")
     dev = drv.Context.get_device()  # NOTE: after the first compile, which makes the primary context current
     sms = dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
-    resident = probe.program.function().resident_ctas()
+    resident = probe.program.function().resident_workgroups()
     grids = sorted({max(1, sms // 4), sms // 2, sms, (sms + resident) // 2, resident})
     rows: list[dict[str, Any]] = []
     template = GridModel(0, 0, 0, 0, 0, sms=sms, ctas_per_sm=max(1, resident // sms), device=dev.name())

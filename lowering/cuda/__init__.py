@@ -54,7 +54,7 @@ def _context() -> None:
     import pycuda.autoprimaryctx  # noqa: F401 -- the device's primary context, shared with torch
 
 
-def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int) -> Any:
+def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int, cluster: int) -> Any:
     """Compile and load once per (source, arch, entry point): a new shape reuses the same binary."""
     from .driver import load_function
     from .nvcc import cubin
@@ -63,7 +63,7 @@ def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int) ->
     with _LOCK:
         if key not in _MODULES:
             _context()
-            _MODULES[key] = load_function(cubin(source, opts.arch), name, threads, smem)
+            _MODULES[key] = load_function(cubin(source, opts.arch), name, threads, smem, cluster)
         return _MODULES[key]
 
 
@@ -148,18 +148,19 @@ class CudaProgram:
         """The loaded entry point ``name`` (default: the first kernel) of ``variant`` (default: the primary)."""
         v = variant or self.variant
         lay = self.layout_of(v)
-        return _load(self.source_of(v), name or self.root.name, self.options, lay["BLOCK"], lay["SMEM_BYTES"])
+        source, name = self.source_of(v), name or self.root.name
+        return _load(source, name, self.options, lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1))
 
     def build(self, variant: str | None = None) -> CudaProgram:
         """Compile and load ``variant``; refuse a grid larger than what can be resident (checked once each)."""
         v = variant or self.variant
         if v in self._resident:
             return self
-        limit = self._resident[v] = self.function(v).resident_ctas()
+        limit = self._resident[v] = self.function(v).resident_workgroups()
         if self.spins and self.kernel.workgroups > limit:
             del self._resident[v]
             raise ValueError(
-                f"workgroups={self.kernel.workgroups} exceeds the {limit} CTAs of this kernel that can be "
+                f"workgroups={self.kernel.workgroups} exceeds the {limit} workgroups of this kernel that can be "
                 "resident at once on this GPU; Stream-K's fixup waits would deadlock. Use workgroups<="
                 f"{limit} (or leave it None)"
             )
@@ -169,8 +170,11 @@ class CudaProgram:
         if stream not in self._workspaces:
             import pycuda.gpuarray as ga
 
-            bm, bn = self.layout["BM"], self.layout["BN"]
-            self._workspaces[stream] = (ga.zeros(self.slots * bm * bn, np.float32), ga.zeros(self.slots, np.uint32))
+            bm, bn, cluster = self.layout["BM"], self.layout["BN"], self.layout.get("CLUSTER", 1)
+            self._workspaces[stream] = (
+                ga.zeros(self.slots * bm * bn, np.float32),
+                ga.zeros(self.slots * cluster, np.uint32),  # a flag per slot and CTA of a cluster
+            )
         return self._workspaces[stream]
 
     def __call__(
@@ -234,12 +238,16 @@ class CudaProgram:
 
 
     def _tensor_maps(self, a: int, b: int) -> list[Any]:
-        """TMA descriptors of A (boxes of BM x BK) and B (boxes of BK x 64: one 128-byte swizzle span)."""
+        """TMA descriptors of A (boxes of one CTA's rows x BK) and B (boxes of BK/CLUSTER k-rows x 64 columns:
+        one 128-byte swizzle span; each CTA of a cluster loads its share of the k-rows for all of them)."""
         from .driver import tensor_map
 
         p, lay = self.kernel.problem, self.layout_of("wgmma")
-        bm, bk = lay["BM"], lay["BK"]
-        return [tensor_map(a, p.m, p.k, bm, bk, swizzle_bytes(bk)), tensor_map(b, p.k, p.n, bk, 64, 128)]
+        bk = lay["BK"]
+        return [
+            tensor_map(a, p.m, p.k, lay["CTA_M"], bk, swizzle_bytes(bk)),
+            tensor_map(b, p.k, p.n, bk // lay["CLUSTER"], 64, 128),
+        ]
 
 
 def _stream_handle(stream: Any) -> int:
@@ -273,12 +281,22 @@ def build(kernel: Any) -> CudaProgram:
     return prog
 
 
-def default_workgroups(graph: Any, transform: str, options: dict[str, Any]) -> int:
-    """The co-resident CTA count of this kernel on the current GPU (occupancy x SMs)."""
+def _occupancy(graph: Any, transform: str, options: dict[str, Any]) -> tuple[int, int]:
+    """``(resident workgroups, SMs per workgroup)`` of this kernel on the current GPU: a workgroup that is a
+    cluster of CTAs occupies one SM per CTA, so the grid-size model sees ``SMs / cluster`` processors."""
     from ctgraph.api import Kernel
 
+    from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
+
     probe = CudaProgram(Kernel(graph, transform, 1, "cuda", options))
-    return int(probe.function().resident_ctas())
+    resident = int(probe.function().resident_workgroups())  # NOTE: loading it makes the context current
+    return resident, device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) // probe.layout.get("CLUSTER", 1)
+
+
+def default_workgroups(graph: Any, transform: str, options: dict[str, Any]) -> int:
+    """The co-resident workgroup count of this kernel on the current GPU (occupancy x SMs, or resident
+    clusters when a workgroup is a cluster of CTAs)."""
+    return _occupancy(graph, transform, options)[0]
 
 
 def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_batches: int | None = None) -> int:
@@ -288,10 +306,7 @@ def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_bat
     from ctgraph.model import load_model
     from ctgraph.passes import pass_options
 
-    from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
-
-    resident = default_workgroups(graph, transform, options)
-    sms = device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    resident, sms = _occupancy(graph, transform, options)
     model = load_model(drv.Context.get_device().name())
     model = dataclasses.replace(model, sms=sms, ctas_per_sm=max(1, resident // sms))
     tm, tn, kt = graph.attrs["gemm"].tiles
@@ -305,9 +320,6 @@ def select_policy(graph: Any, options: dict[str, Any]) -> Any:
 
     from ctgraph.policy import select
 
-    from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
-
-    resident = default_workgroups(graph, "streamk2tile", options)  # NOTE: every transform shares the kernel's size
-    sms = device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    resident, sms = _occupancy(graph, "streamk2tile", options)  # NOTE: every transform shares the kernel's size
     p = graph.attrs["gemm"]
     return select(drv.Context.get_device().name(), p.m, p.n, p.k, p.dtype, p.macro_tile, resident, sms)

@@ -468,7 +468,12 @@ class _Codegen:
     # --- fixup and epilogue --------------------------------------------------------------------------
 
     def _slot(self, slot: sympy.Expr) -> str:
+        """This CTA's fp32 partial tile in workspace slot ``slot``."""
         return f"workspace + (size_t)({cxx(slot)}) * (BM * BN)"
+
+    def _flag(self, flag: sympy.Expr) -> str:
+        """This CTA's fixup flag ``flag``."""
+        return f"flags + ({cxx(flag)})"
 
     def _StorePartial(self, tag: int, node: C.StorePartial) -> None:
         self.w.open("")
@@ -488,16 +493,16 @@ class _Codegen:
         if node.value:
             self.templates.add("red_release_add")
             self.w(f"{self.sync}  // every thread's partial is written before the release")
-            self.w(f"if (tid_ == 0) red_release_add(flags + ({cxx(node.flag)}), {node.value}u);")
+            self.w(f"if (tid_ == 0) red_release_add({self._flag(node.flag)}, {node.value}u);")
         else:
             self.templates.add("st_relaxed")
-            self.w(f"if (tid_ == 0) st_relaxed(flags + ({cxx(node.flag)}), 0u);  // reset for the next launch")
+            self.w(f"if (tid_ == 0) st_relaxed({self._flag(node.flag)}, 0u);  // reset for the next launch")
 
     def _Wait(self, tag: int, node: C.Wait) -> None:
         self.templates.add("ld_acquire")
         self.w.open("if (tid_ == 0)")
         self.w(f"unsigned spins_ = 0, limit_ = {SPIN_LIMIT}u;")
-        self.w(f"while (ld_acquire(flags + ({cxx(node.flag)})) != {node.value}u)")
+        self.w(f"while (ld_acquire({self._flag(node.flag)}) != {node.value}u)")
         self.w("    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang")
         self.w.close()
         self.w(self.sync)

@@ -47,10 +47,23 @@ def device_attribute(attribute: int) -> int:
     return value.value
 
 
-class Function:
-    """A kernel loaded from a cubin: occupancy query and launch on any stream handle."""
+class LaunchConfig(ctypes.Structure):
+    """``CUlaunchConfig`` without attributes: a kernel's cluster shape comes from ``__cluster_dims__``."""
 
-    def __init__(self, cubin: bytes, name: str, threads: int, smem_bytes: int) -> None:
+    _fields_ = [
+        *((f"{what}Dim{axis}", ctypes.c_uint) for what in ("grid", "block") for axis in "XYZ"),
+        ("sharedMemBytes", ctypes.c_uint),
+        ("hStream", ctypes.c_void_p),
+        ("attrs", ctypes.c_void_p),
+        ("numAttrs", ctypes.c_uint),
+    ]
+
+
+class Function:
+    """A kernel loaded from a cubin: occupancy query and launch on any stream handle. A workgroup is
+    ``cluster`` CTAs (a thread-block cluster, declared in the source with ``__cluster_dims__``)."""
+
+    def __init__(self, cubin: bytes, name: str, threads: int, smem_bytes: int, cluster: int = 1) -> None:
         self._image = ctypes.create_string_buffer(cubin, len(cubin))
         self.module, self.handle = ctypes.c_void_p(), ctypes.c_void_p()
         _check(_lib().cuModuleLoadData(ctypes.byref(self.module), self._image), "cuModuleLoadData")
@@ -59,7 +72,7 @@ class Function:
             _lib().cuFuncSetAttribute(self.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
         )
-        self.threads, self.smem_bytes = threads, smem_bytes
+        self.threads, self.smem_bytes, self.cluster = threads, smem_bytes, cluster
 
     def resident_ctas(self) -> int:
         """How many CTAs of this kernel can be resident at once on the device (occupancy x SMs)."""
@@ -72,18 +85,33 @@ class Function:
         )
         return per_sm.value * device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
 
+    def resident_workgroups(self) -> int:
+        """How many workgroups can be resident at once: CTAs, or whole clusters (``cuOccupancyMaxActiveClusters``,
+        which knows how clusters pack into the GPCs)."""
+        if self.cluster == 1:
+            return self.resident_ctas()
+        config = LaunchConfig(self.cluster, 1, 1, self.threads, 1, 1, self.smem_bytes, None, None, 0)
+        clusters = ctypes.c_int()
+        _check(
+            _lib().cuOccupancyMaxActiveClusters(ctypes.byref(clusters), self.handle, ctypes.byref(config)),
+            "cuOccupancyMaxActiveClusters",
+        )
+        return clusters.value
+
     def launch(self, grid: int, args: Sequence[ctypes._SimpleCData], stream: int = 0) -> None:
+        """Launch ``grid`` workgroups (``grid * cluster`` CTAs)."""
         ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        ctas = grid * self.cluster
         _check(
             _lib().cuLaunchKernel(
-                self.handle, grid, 1, 1, self.threads, 1, 1, self.smem_bytes, ctypes.c_void_p(stream), ptrs, None
+                self.handle, ctas, 1, 1, self.threads, 1, 1, self.smem_bytes, ctypes.c_void_p(stream), ptrs, None
             ),
             "cuLaunchKernel",
         )
 
 
-def load_function(cubin: bytes, name: str, threads: int, smem_bytes: int) -> Function:
-    return Function(cubin, name, threads, smem_bytes)
+def load_function(cubin: bytes, name: str, threads: int, smem_bytes: int, cluster: int = 1) -> Function:
+    return Function(cubin, name, threads, smem_bytes, cluster)
 
 
 # cuTensorMapEncodeTiled enums (cuda.h)

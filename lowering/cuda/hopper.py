@@ -16,13 +16,22 @@ kernel, once per role:
 Both roles step one ring counter ``it_`` through the same sequence of iterations, so stage ``it_ %
 STAGES`` and phase ``(it_ / STAGES) & 1`` agree without any other communication.
 
-Shared memory per stage: A as ``BM`` rows of ``BK`` halves (K-major; ``2*BK``-byte swizzle, so a row is one
+**Clusters** (``CLUSTER = 2``): a workgroup is a cluster of CTAs that run the same program (``wg =
+blockIdx.x / CLUSTER``), CTA ``r`` on rows ``r*CTA_M ..`` of the macro tile. Each producer loads its own A
+rows and ``BK/CLUSTER`` k-rows of every B chunk, multicast into the same stage of every CTA, so
+``full[s]`` of each CTA still receives ``STAGE_BYTES``. A stage is then written by every producer of the
+cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and each consumer arrives
+on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own flags, so
+the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
+before exit keep every CTA's shared memory alive while the others may still write to it.
+
+Shared memory per stage: A as ``CTA_M`` rows of ``BK`` halves (K-major; ``2*BK``-byte swizzle, so a row is one
 swizzle span) and B as ``BN/64`` column chunks of ``BK`` rows x 64 halves (MN-major, 128-byte swizzle).
 Descriptors: A ``SBO = 8 rows x 2*BK`` bytes, k16 step = +32 bytes; B ``LBO = chunk = 128*BK`` bytes,
 ``SBO = 1024`` (8 k-rows), k16 step = +16 rows = 2048 bytes. TMA zero-fills boxes outside the tensor, so
 partial tiles and ``k % BK != 0`` need no masks. The accumulator of thread ``t`` (warp ``w = t/32``) holds
 element ``e`` at row ``16w + lane/4 + 8*[e&2]`` and column ``8*(e/4) + 2*(lane%4) + (e&1)``: the
-``mma.sync`` fragment order with a ``(4*CONSUMERS) x 1`` warp grid, so partials and epilogue are shared.
+``mma.sync`` fragment order with a ``(BM/16) x 1`` warp grid, so partials and epilogue are shared.
 """
 
 from __future__ import annotations
@@ -38,11 +47,12 @@ from .options import CudaOptions
 from .printer import cxx
 from .ptx import WGMMA_N, render
 
-__all__ = ["HopperCodegen", "hopper_layout", "swizzle_bytes"]
+__all__ = ["HopperCodegen", "accumulator_budget", "hopper_layout", "register_split", "swizzle_bytes"]
 
 SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
 MAX_STAGES = 6
-PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg targets: 128*40 + 256*232 <= 64K registers per SM
+REGISTERS = 64 * 1024  # 32-bit registers per SM: the producer and consumer warpgroups share them
+SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulators (descriptors, indices)
 
 
 def swizzle_bytes(bk: int) -> int:
@@ -50,34 +60,74 @@ def swizzle_bytes(bk: int) -> int:
     return 2 * bk
 
 
+def register_split(consumers: int) -> tuple[int, int]:
+    """``setmaxnreg`` targets ``(producer, consumer)`` for one producer and ``consumers`` math warpgroups.
+
+    One CTA per SM: ``128*P + 128*c*R <= REGISTERS`` with ``P, R`` multiples of 8 in ``[24, 256]``; the
+    producer keeps 40 (its one thread runs the index math) unless the consumers need those registers, then 24.
+    Two consumers get ``(40, 232)``, three ``(24, 160)``, four ``(24, 120)``.
+    """
+    for producer in (40, 24):
+        consumer = min(256, (REGISTERS // 128 - producer) // consumers // 8 * 8)
+        if consumer >= 160 or producer == 24:
+            return producer, consumer
+    raise AssertionError("unreachable")
+
+
+def accumulator_budget(consumers: int) -> int:
+    """Registers a consumer thread may spend: ptxas compiles the whole kernel under the launch's share of
+    the register file (``REGISTERS / BLOCK``); ``setmaxnreg`` moves registers at run time, not at compile time."""
+    return min(register_split(consumers)[1], REGISTERS // (128 * (consumers + 1)) // 8 * 8)
+
+
 def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
-    """Tile constants of the wgmma kernel; ``ValueError`` when the macro tile does not fit it."""
+    """Tile constants of the wgmma kernel; ``ValueError`` when the macro tile does not fit it.
+
+    A workgroup runs on ``CLUSTER = opts.cluster`` CTAs, each owning ``CTA_M = BM/CLUSTER`` rows of the
+    macro tile, split over ``c = CTA_M/64`` consumer warpgroups (1 to 4). Every consumer thread holds
+    ``BN/2`` fp32 accumulators, which must fit its share of registers (:func:`accumulator_budget`):
+    ``BN <= 256`` for ``CTA_M <= 128``, ``BN <= 192`` for ``CTA_M = 192``, ``BN <= 128`` for ``CTA_M = 256``.
+    """
     bm, bn, bk = macro_tile
-    if dtype != "float16" or bm not in (64, 128) or bn not in WGMMA_N or bk not in (32, 64):
-        raise ValueError(
-            f"the wgmma mainloop takes float16 with BM in (64, 128), BN in {WGMMA_N} and BK in (32, 64); "
-            f"got macro_tile {macro_tile}, {dtype}"
+    cluster = opts.cluster
+    cta_m = bm // cluster
+    consumers = cta_m // 64
+    fits = dtype == "float16" and bm % (64 * cluster) == 0 and 1 <= consumers <= 4 and bn in WGMMA_N
+    fits = fits and bk in (32, 64) and bn // 2 + SPARE_REGS <= accumulator_budget(max(consumers, 1))
+    if not fits:
+        allowed = ", ".join(
+            f"{64 * c * cluster}: BN<={max(n for n in WGMMA_N if n // 2 + SPARE_REGS <= accumulator_budget(c))}"
+            for c in range(1, 5)
         )
-    consumers = bm // 64
-    stage = (bm * bk + bk * bn) * 2
+        raise ValueError(
+            f"the wgmma mainloop takes float16 with BM in {tuple(64 * c * cluster for c in range(1, 5))} "
+            f"(cluster={cluster}), BN in {WGMMA_N} and BK in (32, 64), with accumulators that fit the "
+            f"registers (BM={allowed}); got macro_tile {macro_tile}, {dtype}"
+        )
+    producer_regs, consumer_regs = register_split(consumers)
+    stage = (cta_m * bk + bk * bn) * 2  # per CTA: its rows of A, all of B (1/CLUSTER of it loaded by itself)
     barriers = 16 * MAX_STAGES
     stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers) // stage)
     return {
         "BM": bm,
         "BN": bn,
         "BK": bk,
+        "CLUSTER": cluster,
+        "CTA_M": cta_m,
         "CONSUMERS": consumers,
-        "THREADS": 128 * consumers,  # the math threads: fixup, epilogue, the partials' layout
+        "THREADS": 128 * consumers,  # one CTA's math threads: fixup, epilogue, the partials' layout
         "BLOCK": 128 * (consumers + 1),  # + the producer warpgroup
-        "WM": 4 * consumers,
+        "WM": bm // 16,  # warps along m over the whole cluster: warp w of CTA r is warp 4*c*r + w
         "WN": 1,
         "NI": bn // 8,
         "NACC": bn // 2,
         "STAGES": stages,
-        "A_STAGE": bm * bk,
+        "A_STAGE": cta_m * bk,
         "B_STAGE": bk * bn,
         "STAGE_BYTES": stage,
         "SWIZZLE": swizzle_bytes(bk),
+        "PRODUCER_REGS": producer_regs,
+        "CONSUMER_REGS": consumer_regs,
         "SMEM_BYTES": 1024 + stages * stage + barriers,  # + slack to align the ring to 1024 bytes
     }
 
@@ -113,7 +163,11 @@ class HopperCodegen(_Codegen):
         self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc"}
         loads = any(isinstance(self.cg[t], C.LoadTile) for t, _ in self.cg.walk(self.tag))
         params = ", ".join(f"const int {p.name}" for p in k.params)
-        w(f'extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) {k.name}(')
+        clustered = self.L["CLUSTER"] > 1
+        if clustered:
+            self.templates |= {"cluster_rank", "cluster_sync"}
+        dims = " __cluster_dims__(ctg::CLUSTER, 1, 1)" if clustered else ""
+        w(f'extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1){dims} {k.name}(')
         w("    const half* __restrict__ A, const half* __restrict__ B, const half* C, half* D,")
         w("    const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,")
         w(f"    {params},")
@@ -121,7 +175,8 @@ class HopperCodegen(_Codegen):
         w("{")
         w.depth += 1
         w("using namespace ctg;")
-        w(f"const int {k.workgroup.name} = blockIdx.x;")
+        w(f"const int {k.workgroup.name} = blockIdx.x / CLUSTER;  // a workgroup is a cluster of CTAs")
+        w(f"[[maybe_unused]] const unsigned cta_ = {'cluster_rank()' if clustered else '0'};  // rank in the cluster")
         if loads:
             self.templates |= {"mbar_init", "fence_mbar_init"}
             w("extern __shared__ __align__(1024) unsigned char smem_[];")
@@ -132,14 +187,14 @@ class HopperCodegen(_Codegen):
             w.open("if (threadIdx.x == 0)")
             w.open("for (int s_ = 0; s_ < STAGES; ++s_)")
             w("mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)")
-            w("mbar_init(empty_ + 8 * s_, CONSUMERS);  // one arrival per consumer warpgroup")
+            w("mbar_init(empty_ + 8 * s_, CONSUMERS * CLUSTER);  // one arrival per consumer warpgroup of the cluster")
             w.close()
             w("fence_mbar_init();")
             w.close()
-            w("__syncthreads();")
+            w("cluster_sync();  // all barriers of the cluster are ready" if clustered else "__syncthreads();")
         w("// warpgroup 0 produces (TMA), the others consume (wgmma, fixup, epilogue)")
         w.open("if (threadIdx.x < 128)")
-        w(f"setmaxnreg_dec<{PRODUCER_REGS}>();")
+        w("setmaxnreg_dec<PRODUCER_REGS>();")
         if loads:
             w.open("if (threadIdx.x == 0)")
             w("unsigned it_ = 0;  // ring position: the producer's and consumers' iterations match one for one")
@@ -147,14 +202,16 @@ class HopperCodegen(_Codegen):
             w.close()
         w.close()
         w.open("else")
-        w(f"setmaxnreg_inc<{CONSUMER_REGS}>();")
+        w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
-        w("[[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = tid_ >> 5, warp_n_ = 0;")
+        w("[[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0;")
         if loads:
             w("unsigned it_ = 0;")
         w("float acc[NACC];")
         self._role_body("consumer")
         w.close()
+        if clustered and loads:
+            w("cluster_sync();  // no CTA exits while another may still arrive on its barriers")
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
@@ -209,6 +266,14 @@ class HopperCodegen(_Codegen):
             self._needs = needs
         return self._needs
 
+    def _slot(self, slot: sympy.Expr) -> str:
+        """CTA ``r`` of a cluster keeps its ``THREADS x NACC`` accumulators at offset ``r*THREADS*NACC``."""
+        return f"{super()._slot(slot)} + cta_ * (THREADS * NACC)"
+
+    def _flag(self, flag: sympy.Expr) -> str:
+        """Flags interleaved by CTA rank: flag ``f`` of CTA ``r`` is ``flags[f*CLUSTER + r]``."""
+        return f"flags + ({cxx(flag)}) * CLUSTER + cta_"
+
     def _consumer_only(self, tag: int, node: C.Node) -> None:
         if self.role == "consumer":
             getattr(super(), f"_{type(node).__name__}")(tag, node)
@@ -240,6 +305,7 @@ class HopperCodegen(_Codegen):
 
     def _produce(self, fk: sympy.Symbol, assign: C.Assign, load_a: C.LoadTile, load_b: C.LoadTile) -> None:
         w = self.w
+        clustered = self.L["CLUSTER"] > 1
         self.templates |= {"mbar_wait", "mbar_expect_tx", "tma_load_2d"}
         for node in (load_a, load_b):
             if len(node.origin) != 2:
@@ -251,19 +317,37 @@ class HopperCodegen(_Codegen):
         w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
         w(f"{assign.target.name} = {cxx(assign.value)};")
-        w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {cxx(ac)}, {cxx(ar)});")
+        w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {cxx(ac)}, {cxx(ar)} + cta_ * CTA_M);")
         w("#pragma unroll")
-        w("// B in 64-column chunks: one 128-byte swizzle span each")
+        w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")
         w.open("for (int c_ = 0; c_ < BN / 64; ++c_)")
-        w(f"tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, {cxx(bc)} + 64 * c_, {cxx(br)});")
+        w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;")
+        origin = f"{cxx(bc)} + 64 * c_, {cxx(br)} + cta_ * (BK / CLUSTER)"
+        if clustered:
+            self.templates.add("tma_load_2d_multicast")
+            w(f"tma_load_2d_multicast(dst_, &tmB, full_ + 8 * s_, {origin}, (1u << CLUSTER) - 1);  // to every CTA")
+        else:
+            w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {origin});")
         w.close()
         w.close()
 
     def _consume(self, fk: sympy.Symbol) -> None:
         w, bn = self.w, self.L["BN"]
-        self.templates |= {"mbar_wait", "mbar_arrive", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+        if self.L["CLUSTER"] == 1:
+            self.templates.add("mbar_arrive")
+        self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait",
                            f"wgmma_n{bn}"}
         w("const unsigned rows_ = (tid_ >> 7) * 64 * BK * 2;  // this warpgroup's 64 rows of the A stage")
+        empty = "empty_ + 8 * ((it_ + STAGES - 1) % STAGES)"
+        if self.L["CLUSTER"] > 1:  # every producer of the cluster writes the stage: release it in every CTA
+            self.templates.add("mbar_arrive_cluster")
+            release = f"release_({empty});"
+            w("const auto release_ = [&](unsigned bar) {")
+            w("    if ((tid_ & 127) == 0)")
+            w("        for (unsigned q_ = 0; q_ < CLUSTER; ++q_) mbar_arrive_cluster(bar, q_);")
+            w("};")
+        else:
+            release = f"if ((tid_ & 127) == 0) mbar_arrive({empty});"
         w("#pragma unroll 1")
         w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name}, ++it_)")
         w("const unsigned s_ = it_ % STAGES;")
@@ -279,7 +363,7 @@ class HopperCodegen(_Codegen):
         w.close()
         w("wgmma_commit();")
         w("wgmma_wait<1>();  // the previous iteration's group has retired: its stage is free")
-        w(f"if ({fk.name} > 0 && (tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));")
+        w(f"if ({fk.name} > 0) {release}")
         w.close()
         w("wgmma_wait<0>();")
-        w("if (count_ > 0 && (tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));")
+        w(f"if (count_ > 0) {release}")

@@ -20,7 +20,13 @@ class CudaOptions:
     warpgroups; fp16 on sm_90a, see :mod:`lowering.cuda.hopper`), ``"mma"`` (``mma.sync``, any sm_80+
     GPU) or ``"auto"``: wgmma when a GPU of compute capability 9.0 is present and the macro tile fits it.
     ``warps``, ``stages``, ``ctas_per_sm`` and ``fetch_step`` tune the mma path; the wgmma path sizes
-    its own pipeline from shared memory."""
+    its own pipeline from shared memory.
+
+    ``cluster`` (wgmma path): CTAs per workgroup, launched as one thread-block cluster. CTA ``r`` of a
+    cluster computes rows ``[r*BM/cluster, (r+1)*BM/cluster)`` of the workgroup's macro tile, and each
+    CTA loads ``1/cluster`` of the B tile and multicasts it to the others: one L2 read of B feeds the
+    cluster, so a 256 x 256 macro tile on two CTAs moves a third less data per flop than 128 x 256 on
+    one. The mma path ignores it (one CTA per workgroup)."""
 
     warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
     stages: int = 3
@@ -29,6 +35,7 @@ class CudaOptions:
     ctas_per_sm: int = 1  # __launch_bounds__ hint: CTAs that should fit on one SM (caps registers)
     fetch_step: int = 2  # the next stage's loads are issued after this many k16 mma steps (measured best)
     mainloop: str = "auto"
+    cluster: int = 1
 
     def __post_init__(self) -> None:
         if self.warps not in (1, 2, 4, 8, 16):
@@ -39,6 +46,8 @@ class CudaOptions:
             raise ValueError(f"mainloop must be one of {MAINLOOPS}, got {self.mainloop!r}")
         if not isinstance(self.fetch_step, int) or self.fetch_step < 0:
             raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
+        if isinstance(self.cluster, bool) or self.cluster not in (1, 2):
+            raise ValueError(f"cluster must be 1 or 2 (CTAs per workgroup), got {self.cluster!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 

@@ -118,6 +118,34 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsig
                  "[%0], [%1, {%3, %4}], [%2];\\n"
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }""",
+    # the same box, written at the same shared-memory offset in every CTA of `mask` (and signalled on the
+    # mbarrier at `bar`'s offset in each): one L2 read feeds the cluster
+    "tma_load_2d_multicast": """
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* map, unsigned bar, int c0, int c1,
+                                                      unsigned short mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                 "[%0], [%1, {%3, %4}], [%2], %5;\\n"
+                 :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}""",
+    # arrive on the mbarrier at offset `bar` of CTA `cta` of this cluster; the default .release.cta suffices
+    # for a stage whose reads (wgmma) have retired, and costs no cluster-scope fence
+    "mbar_arrive_cluster": """
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned cta) {
+    asm volatile("{\\n.reg .b32 remote;\\nmapa.shared::cluster.u32 remote, %0, %1;\\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\\n}\\n"
+                 :: "r"(bar), "r"(cta) : "memory");
+}""",
+    "cluster_rank": """
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\\n" : "=r"(r));
+    return r;
+}""",
+    # every thread of every CTA of the cluster arrives, then waits for all (shared memory stays valid)
+    "cluster_sync": """
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\\n" ::: "memory");
+}""",
     # shared-memory matrix descriptor: address, leading / stride byte offsets, swizzle span (128, 64, 32 B)
     "smem_desc": """
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {

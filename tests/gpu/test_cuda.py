@@ -73,6 +73,21 @@ def test_wgmma_tiles(shape, transform, tile):
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
+@pytest.mark.parametrize("tile", [(256, 256, 64), (128, 128, 32), (256, 128, 64)], ids=str)
+@pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
+def test_wgmma_clusters(shape, transform, tile):
+    """Two CTAs per workgroup, B multicast: partial tiles (a CTA whose rows are all past m), k % BK != 0."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", cluster=2)
+    assert kern.workgroups <= kern.program.function().resident_workgroups()
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
 def test_misaligned_operands_fall_back_to_element_loads():
     torch = pytest.importorskip("torch")
     A, B, C = operands(200, 136, 264, "float16")
@@ -92,7 +107,7 @@ def test_any_grid_up_to_resident(workgroups):
 
 def test_grid_larger_than_resident_is_refused():
     kern = ctgraph.compile(ctgraph.gemm(256, 256, 256), transform="streamk", workgroups=100, target="cuda")
-    resident = kern.program.function().resident_ctas()
+    resident = kern.program.function().resident_workgroups()
     with pytest.raises(ValueError, match="resident"):
         ctgraph.compile(ctgraph.gemm(256, 256, 256), transform="streamk", workgroups=resident + 1, target="cuda")
 
@@ -154,6 +169,9 @@ SANITIZE = textwrap.dedent("""
         kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 64, 32)), transform=t, workgroups=5,
                                target="cuda", mainloop="wgmma")
         assert (kern(A, B) == 70).all()
+        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(128, 64, 32)), transform=t, workgroups=3,
+                               target="cuda", mainloop="wgmma", cluster=2)
+        assert (kern(A, B) == 70).all()
 """)
 
 
@@ -177,7 +195,7 @@ def test_compute_sanitizer(tool):
 def test_model_chosen_grid_is_correct(transform):
     A, B, C = operands(1280, 1536, 2048, "float16")
     kern = ctgraph.compile(ctgraph.gemm(1280, 1536, 2048), transform=transform, workgroups="auto", target="cuda")
-    assert 1 <= kern.workgroups <= kern.program.function().resident_ctas()
+    assert 1 <= kern.workgroups <= kern.program.function().resident_workgroups()
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
 
 
@@ -209,7 +227,7 @@ def test_splitk_reduce_runs_more_workgroups_than_resident():
     A, B, C = operands(1024, 1024, 8192, "float16")
     g = ctgraph.gemm(1024, 1024, 8192)
     kern = ctgraph.compile(g, transform="splitk_reduce", split=8, workgroups=100_000, target="cuda")
-    assert kern.workgroups > kern.program.function().resident_ctas()
+    assert kern.workgroups > kern.program.function().resident_workgroups()
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import ctgraph
+from lowering.cuda.hopper import accumulator_budget, register_split
 from lowering.cuda.nvcc import check_cubin, nvcc_available
 from tests.golden.regenerate import seed_cuda_source, seed_hopper_source
 
@@ -112,10 +113,41 @@ def test_golden_hopper_cu():
     assert seed_hopper_source() == path.read_text(), "generated CUDA changed: run `make golden` if intended"
 
 
-@pytest.mark.parametrize("tile", [(128, 128, 16), (256, 128, 64), (128, 96, 64), (128, 320, 64)], ids=str)
-def test_wgmma_refuses_tiles_it_cannot_run(tile):
+@pytest.mark.parametrize(
+    ("tile", "cluster"),
+    [((128, 128, 16), 1), ((256, 192, 64), 1), ((192, 256, 64), 1), ((128, 96, 64), 1), ((128, 320, 64), 1),
+     ((320, 64, 64), 1), ((64, 64, 32), 2), ((192, 128, 64), 2)],
+    ids=str,
+)
+def test_wgmma_refuses_tiles_it_cannot_run(tile, cluster):
+    """Accumulators beyond the registers of a consumer thread, or rows that do not split over the cluster."""
     with pytest.raises(ValueError, match="wgmma mainloop takes float16 with BM in"):
-        _ = cuda_kernel("streamk", tile=tile, mainloop="wgmma").source
+        _ = cuda_kernel("streamk", tile=tile, mainloop="wgmma", cluster=cluster).source
+
+
+@pytest.mark.parametrize(("consumers", "budget"), [(1, 256), (2, 168), (3, 128), (4, 96)])
+def test_register_split_fits_the_register_file(consumers, budget):
+    producer, consumer = register_split(consumers)
+    assert 128 * producer + 128 * consumers * consumer <= 64 * 1024
+    assert producer % 8 == consumer % 8 == 0 and 24 <= producer <= consumer <= 256
+    assert accumulator_budget(consumers) == budget
+
+
+@needs_nvcc
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform):
+    g = ctgraph.gemm(1000, 1000, 1000, macro_tile=(256, 256, 64))
+    kern = ctgraph.compile(g, transform=transform, workgroups=66, target="cuda", build=False, mainloop="wgmma",
+                           cluster=2, **SPLITS.get(transform, {}))
+    src = kern.source
+    assert "__cluster_dims__(ctg::CLUSTER, 1, 1)" in src and "constexpr int CTA_M = 128;" in src
+    assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
+    ptx = kern.ptx
+    for op in ("multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster", "barrier.cluster.wait",
+               "%cluster_ctarank"):
+        assert op in ptx, op
+    if transform not in ("dataparallel", "splitk_reduce"):
+        assert "flags + (wg) * CLUSTER + cta_" in src
 
 
 def test_wgmma_refuses_float32_and_other_arches():
