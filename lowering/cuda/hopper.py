@@ -36,6 +36,7 @@ element ``e`` at row ``16w + lane/4 + 8*[e&2]`` and column ``8*(e/4) + 2*(lane%4
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import sympy
@@ -50,7 +51,7 @@ from .ptx import WGMMA_N, render
 __all__ = ["HopperCodegen", "accumulator_budget", "hopper_layout", "register_split", "swizzle_bytes"]
 
 SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
-MAX_STAGES = 6
+MAX_STAGES = 8
 REGISTERS = 64 * 1024  # 32-bit registers per SM: the producer and consumer warpgroups share them
 SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulators (descriptors, indices)
 
@@ -83,11 +84,19 @@ def accumulator_budget(consumers: int) -> int:
 def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
     """Tile constants of the wgmma kernel; ``ValueError`` when the macro tile does not fit it.
 
-    A workgroup runs on ``CLUSTER = opts.cluster`` CTAs, each owning ``CTA_M = BM/CLUSTER`` rows of the
-    macro tile, split over ``c = CTA_M/64`` consumer warpgroups (1 to 4). Every consumer thread holds
-    ``BN/2`` fp32 accumulators, which must fit its share of registers (:func:`accumulator_budget`):
-    ``BN <= 256`` for ``CTA_M <= 128``, ``BN <= 192`` for ``CTA_M = 192``, ``BN <= 128`` for ``CTA_M = 256``.
+    A workgroup runs on ``CLUSTER = opts.cluster`` CTAs (``0``: the fewest that fit), each owning
+    ``CTA_M = BM/CLUSTER`` rows of the macro tile, split over ``c = CTA_M/64`` consumer warpgroups (1 to 4).
+    Every consumer thread holds ``BN/2`` fp32 accumulators, which must fit its share of registers
+    (:func:`accumulator_budget`): ``BN <= 256`` for ``CTA_M <= 128``, ``BN <= 192`` for ``CTA_M = 192``,
+    ``BN <= 128`` for ``CTA_M = 256``.
     """
+    if opts.cluster == 0:  # the fewest CTAs the tile fits on
+        for cluster in (1, 2):
+            try:
+                return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster))
+            except ValueError:
+                if cluster == 2:
+                    raise
     bm, bn, bk = macro_tile
     cluster = opts.cluster
     cta_m = bm // cluster

@@ -26,7 +26,8 @@ class CudaOptions:
     cluster computes rows ``[r*BM/cluster, (r+1)*BM/cluster)`` of the workgroup's macro tile, and each
     CTA loads ``1/cluster`` of the B tile and multicasts it to the others: one L2 read of B feeds the
     cluster, so a 256 x 256 macro tile on two CTAs moves a third less data per flop than 128 x 256 on
-    one. The mma path ignores it (one CTA per workgroup)."""
+    one. ``0`` (the default) takes the fewest CTAs the macro tile fits on: 1 up to 128 x 256, 2 for
+    256 x 256 or 256 x 192. The mma path ignores it (one CTA per workgroup)."""
 
     warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
     stages: int = 3
@@ -35,7 +36,7 @@ class CudaOptions:
     ctas_per_sm: int = 1  # __launch_bounds__ hint: CTAs that should fit on one SM (caps registers)
     fetch_step: int = 2  # the next stage's loads are issued after this many k16 mma steps (measured best)
     mainloop: str = "auto"
-    cluster: int = 1
+    cluster: int = 0
 
     def __post_init__(self) -> None:
         if self.warps not in (1, 2, 4, 8, 16):
@@ -46,8 +47,8 @@ class CudaOptions:
             raise ValueError(f"mainloop must be one of {MAINLOOPS}, got {self.mainloop!r}")
         if not isinstance(self.fetch_step, int) or self.fetch_step < 0:
             raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
-        if isinstance(self.cluster, bool) or self.cluster not in (1, 2):
-            raise ValueError(f"cluster must be 1 or 2 (CTAs per workgroup), got {self.cluster!r}")
+        if isinstance(self.cluster, bool) or self.cluster not in (0, 1, 2):
+            raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1 or 2, got {self.cluster!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 
