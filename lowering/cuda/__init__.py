@@ -111,6 +111,8 @@ class CudaProgram:
         else:
             self.variant = "vector" if self.options.vector and rows_ok else "scalar"
         self._sources: dict[str, str] = {}
+        self._layouts: dict[str, dict[str, int]] = {}
+        self._functions: dict[tuple[str, str], Any] = {}
         self.source = self.source_of(self.variant)
         self.layout = self.layout_of(self.variant)
         values = bindings(kernel.graph)
@@ -135,8 +137,11 @@ class CudaProgram:
         return self._sources[variant]
 
     def layout_of(self, variant: str) -> dict[str, int]:
-        p, opts = self.kernel.problem, self._options_of(variant)
-        return hopper_layout(p.macro_tile, p.dtype, opts) if variant == "wgmma" else layout(p.macro_tile, p.dtype, opts)
+        if variant not in self._layouts:  # NOTE: memoised: every call asks for it
+            p, opts = self.kernel.problem, self._options_of(variant)
+            make = hopper_layout if variant == "wgmma" else layout
+            self._layouts[variant] = make(p.macro_tile, p.dtype, opts)
+        return self._layouts[variant]
 
     @property
     def ptx(self) -> str:
@@ -146,10 +151,13 @@ class CudaProgram:
 
     def function(self, variant: str | None = None, name: str | None = None) -> Any:
         """The loaded entry point ``name`` (default: the first kernel) of ``variant`` (default: the primary)."""
-        v = variant or self.variant
-        lay = self.layout_of(v)
-        source, name = self.source_of(v), name or self.root.name
-        return _load(source, name, self.options, lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1))
+        key = (variant or self.variant, name or self.root.name)
+        if key not in self._functions:
+            lay = self.layout_of(key[0])
+            self._functions[key] = _load(
+                self.source_of(key[0]), key[1], self.options, lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1)
+            )
+        return self._functions[key]
 
     def build(self, variant: str | None = None) -> CudaProgram:
         """Compile and load ``variant``; refuse a grid larger than what can be resident (checked once each)."""
