@@ -157,13 +157,18 @@ class Wait(Node):
 
 @dataclass(frozen=True)
 class Epilogue(Node):
-    """``D = alpha*acc + beta*C`` over the output tile, cast to the GEMM's dtype, masked."""
+    """``D = alpha*acc + beta*C`` over the output tile, cast to the GEMM's dtype, masked.
+
+    ``origin``: D's coordinates (row, column) of the tile's element (0, 0), for backends that store whole
+    boxes (Hopper's TMA) instead of addressing elements, as for :class:`LoadTile`.
+    """
 
     row: sympy.Symbol
     col: sympy.Symbol
     shape: tuple[int, int]
     address: sympy.Expr
     mask: sympy.Expr
+    origin: tuple[sympy.Expr, ...] = ()
 
 
 class ControlGraph:

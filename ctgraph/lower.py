@@ -116,7 +116,7 @@ def _lower_reduction(cg: C.ControlGraph, g: CoordinateGraph, kernel: C.Kernel) -
     slot = g.walk({m_a: m, n_b: n, chunks: chunk}, [units], "forward")[units]
     loop = cg.add(C.ForLoop(chunk, sympy.Integer(0), sympy.Lt(chunk, g.size(chunks)), sympy.Integer(1)), root)
     cg.add(C.AccumulatePartial(slot), loop)
-    cg.add(C.Epilogue(*_tensor_access(g, "D", (m, n), (bm, bn))), root)
+    cg.add(C.Epilogue(*_tensor_access(g, "D", (m, n), (bm, bn)), origin=_tile_origin(g, "D", (m, n))), root)
 
 
 def launch_grids(cg: C.ControlGraph, graph: CoordinateGraph, workgroups: int) -> list[tuple[str, int]]:
@@ -162,7 +162,7 @@ def _lower_section(
         cg.add(C.LoadTile(x, *_tensor_access(g, x, tile, shape), origin=_tile_origin(g, x, tile)), inner)
     cg.add(C.Multiply(), inner)
 
-    epilogue = C.Epilogue(*_tensor_access(g, "D", (m, n), (bm, bn)))
+    epilogue = C.Epilogue(*_tensor_access(g, "D", (m, n), (bm, bn)), origin=_tile_origin(g, "D", (m, n)))
     if sec.whole_tiles:
         cg.add(epilogue, outer)
         return

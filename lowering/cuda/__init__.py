@@ -216,6 +216,8 @@ class CudaProgram:
         variant = self.variant
         if variant != "scalar" and any(ops[n].ptr % 16 for n in ("A", "B")):
             variant = "scalar"  # NOTE: TMA and 16-byte vectors need aligned rows; element loads take any pointer
+        if variant == "wgmma" and ops["out"].ptr % 16:
+            variant = "vector"  # NOTE: the TMA store of D needs an aligned D too
         self.build(variant)
         ws, flags = self._workspace(handle)
         c_ptr = ops["C"].ptr if "C" in ops else 0
@@ -231,7 +233,7 @@ class CudaProgram:
             *[ctypes.c_int(v) for v in self.params],
         ]
         if variant == "wgmma":
-            args += self._tensor_maps(ops["A"].ptr, ops["B"].ptr)
+            args += self._tensor_maps(ops["A"].ptr, ops["B"].ptr, ops["out"].ptr)
         for name, grid in self.grids:  # in order, on one stream: a reduction kernel starts after the first
             self.function(variant, name).launch(grid, args, handle)
         if "out" in dev or ops["A"].host:  # a numpy result: wait for the kernel, then copy back
@@ -245,9 +247,10 @@ class CudaProgram:
         return ops["out"].obj
 
 
-    def _tensor_maps(self, a: int, b: int) -> list[Any]:
-        """TMA descriptors of A (boxes of one CTA's rows x BK) and B (boxes of BK/CLUSTER k-rows x 64 columns:
-        one 128-byte swizzle span; each CTA of a cluster loads its share of the k-rows for all of them)."""
+    def _tensor_maps(self, a: int, b: int, d: int) -> list[Any]:
+        """TMA descriptors of A (boxes of one CTA's rows x BK), B (boxes of BK/CLUSTER k-rows x 64 columns:
+        one 128-byte swizzle span; each CTA of a cluster loads its share of the k-rows for all of them) and
+        D (boxes of one warpgroup's 64 rows x 64 columns, stored from shared memory)."""
         from .driver import tensor_map
 
         p, lay = self.kernel.problem, self.layout_of("wgmma")
@@ -255,6 +258,7 @@ class CudaProgram:
         return [
             tensor_map(a, p.m, p.k, lay["CTA_M"], bk, swizzle_bytes(bk)),
             tensor_map(b, p.k, p.n, bk // lay["CLUSTER"], 64, 128),
+            tensor_map(d, p.m, p.n, 64, 64, 128),
         ]
 
 

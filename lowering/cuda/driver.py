@@ -132,7 +132,8 @@ class TensorMap(ctypes.Structure):
 @functools.lru_cache(maxsize=256)
 def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swizzle: int) -> TensorMap:
     """The TMA descriptor of a row-major fp16 ``rows x cols`` matrix at ``ptr``, copied in boxes of
-    ``box_rows x box_cols`` with a ``swizzle``-byte swizzle; elements outside the matrix read as zero."""
+    ``box_rows x box_cols`` with a ``swizzle``-byte swizzle; elements outside the matrix read as zero
+    (loads) and are not written (stores)."""
     buf = ctypes.create_string_buffer(ctypes.sizeof(TensorMap) + 64)
     tm = TensorMap.from_address(-(-ctypes.addressof(buf) // 64) * 64)
     tm._buffer = buf  # type: ignore[attr-defined]  # keeps the memory alive with the map

@@ -52,6 +52,7 @@ __all__ = ["HopperCodegen", "accumulator_budget", "hopper_layout", "register_spl
 
 SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
 MAX_STAGES = 8
+D_BUFFERS = 2  # staged D boxes per consumer warpgroup: one is filled while TMA stores the other
 REGISTERS = 64 * 1024  # 32-bit registers per SM: the producer and consumer warpgroups share them
 SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulators (descriptors, indices)
 
@@ -116,7 +117,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     producer_regs, consumer_regs = register_split(consumers)
     stage = (cta_m * bk + bk * bn) * 2  # per CTA: its rows of A, all of B (1/CLUSTER of it loaded by itself)
     barriers = 16 * MAX_STAGES
-    stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers) // stage)
+    staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
+    stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stage)
     return {
         "BM": bm,
         "BN": bn,
@@ -137,7 +139,9 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "SWIZZLE": swizzle_bytes(bk),
         "PRODUCER_REGS": producer_regs,
         "CONSUMER_REGS": consumer_regs,
-        "SMEM_BYTES": 1024 + stages * stage + barriers,  # + slack to align the ring to 1024 bytes
+        "D_STAGE": 64 * 64,  # halves of one staged D box (64 rows x 64 columns)
+        "D_BUFFERS": D_BUFFERS,
+        "SMEM_BYTES": 1024 + stages * stage + staging + barriers,  # + slack to align the ring to 1024 bytes
     }
 
 
@@ -146,6 +150,7 @@ class HopperCodegen(_Codegen):
 
     def __init__(self, cg: C.ControlGraph, opts: CudaOptions, kernel: int, templates: set[str]) -> None:
         self.role = "consumer"
+        self.tma_store = False  # this kernel's epilogue stores D by TMA (a kernel with a ring)
         super().__init__(cg, opts, kernel, templates)
 
     def layout(self) -> dict[str, int]:
@@ -180,7 +185,8 @@ class HopperCodegen(_Codegen):
         w("    const half* __restrict__ A, const half* __restrict__ B, const half* C, half* D,")
         w("    const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,")
         w(f"    {params},")
-        w("    const __grid_constant__ ctg::TensorMap tmA, const __grid_constant__ ctg::TensorMap tmB)")
+        w("    const __grid_constant__ ctg::TensorMap tmA, const __grid_constant__ ctg::TensorMap tmB,")
+        w("    const __grid_constant__ ctg::TensorMap tmD)")
         w("{")
         w.depth += 1
         w("using namespace ctg;")
@@ -189,10 +195,12 @@ class HopperCodegen(_Codegen):
         if loads:
             self.templates |= {"mbar_init", "fence_mbar_init"}
             w("extern __shared__ __align__(1024) unsigned char smem_[];")
-            w("// the ring: STAGES x (A tile, B tile), 1024-byte aligned (swizzle atoms), then full/empty mbarriers")
+            w("// the ring: STAGES x (A tile, B tile), 1024-byte aligned (swizzle atoms), the staged D boxes,")
+            w("// then full/empty mbarriers")
             w("const unsigned sA_ = (smem_addr(smem_) + 1023u) & ~1023u;")
             w("const unsigned sB_ = sA_ + STAGES * A_STAGE * 2;")
-            w("const unsigned full_ = sB_ + STAGES * B_STAGE * 2, empty_ = full_ + STAGES * 8;")
+            w("[[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;")
+            w("const unsigned full_ = sD_ + CONSUMERS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;")
             w.open("if (threadIdx.x == 0)")
             w.open("for (int s_ = 0; s_ < STAGES; ++s_)")
             w("mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)")
@@ -214,10 +222,17 @@ class HopperCodegen(_Codegen):
         w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
         w("[[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0;")
+        stores = loads and any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
         if loads:
             w("unsigned it_ = 0;")
+        if stores:
+            w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
         w("float acc[NACC];")
+        self.tma_store = loads
         self._role_body("consumer")
+        if stores:
+            self.templates.add("bulk_wait")
+            w("if ((tid_ & 127) == 0) bulk_wait<0>();  // the last D boxes are written before shared memory goes")
         w.close()
         if clustered and loads:
             w("cluster_sync();  // no CTA exits while another may still arrive on its barriers")
@@ -287,7 +302,60 @@ class HopperCodegen(_Codegen):
         if self.role == "consumer":
             getattr(super(), f"_{type(node).__name__}")(tag, node)
 
-    _ZeroAccumulator = _StorePartial = _AccumulatePartial = _Signal = _Wait = _Epilogue = _consumer_only
+    _ZeroAccumulator = _StorePartial = _AccumulatePartial = _Signal = _Wait = _consumer_only
+
+    def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
+        if self.role != "consumer":
+            return
+        if not self.tma_store:  # a kernel without a ring (split-K's reduction) stores from registers
+            super()._Epilogue(tag, node)
+            return
+        self._epilogue_tma(node)
+
+    def _epilogue_tma(self, node: C.Epilogue) -> None:
+        """``D = alpha*acc + beta*C`` through shared memory: each consumer warpgroup writes its 64 rows as
+        fp16 into 64 x 64 boxes laid out as TMA's 128-byte swizzle (16-byte unit ``u`` of row ``r`` at unit
+        ``u ^ (r % 8)``: a warp's 8 rows hit distinct banks), and one thread stores each box with TMA, which
+        clips it at D's edges, so partial tiles need no masks. The store runs on while the warpgroup goes on
+        to the next box (two buffers) and the next tile's mainloop."""
+        w = self.w
+        self.templates |= {"bulk_wait_read", "bulk_commit", "tma_store_2d", "fence_proxy_async", "st_shared_b32"}
+        if len(node.origin) != 2:
+            raise NotImplementedError("the TMA epilogue needs the box origin of the D tile")
+        row0, col0 = node.origin
+        row, col = self._acc_coords()
+        i, j = node.row, node.col
+        w.open("")
+        w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier")
+        w(f"const int i0_ = {cxx(row0)} + cta_ * CTA_M + 64 * wgi_, j0_ = {cxx(col0)};")
+        w("#pragma unroll")
+        w.open("for (int c_ = 0; c_ < BN / 64; ++c_, ++box_)")
+        w("const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
+        w("if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it")
+        w("bar_sync(bar_, 128);")
+        w("#pragma unroll")
+        w.open("for (int q_ = 0; q_ < 32; q_ += 2)")
+        w("const int e_ = 32 * c_ + q_;")
+        w("const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;")
+        w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
+        w.open("if (beta != 0.f)")
+        w(f"const int {i.name} = {row}, {j.name} = {col};")
+        w(f"const int at_ = {cxx(node.address)};")
+        w(f"if ({cxx(node.mask)}) v0_ += beta * __half2float(C[at_]);")
+        w(f"if ({cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[at_ + 1]);")
+        w.close()
+        w("const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));")
+        w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;")
+        w("st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));")
+        w.close()
+        w("fence_proxy_async();  // the box is visible to TMA")
+        w("bar_sync(bar_, 128);")
+        w.open("if ((tid_ & 127) == 0)")
+        w("tma_store_2d(&tmD, buf_, j0_ + 64 * c_, i0_);")
+        w("bulk_commit();")
+        w.close()
+        w.close()
+        w.close()
 
     # --- the K loop ----------------------------------------------------------------------------------
 

@@ -127,6 +127,35 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* 
                  "[%0], [%1, {%3, %4}], [%2], %5;\\n"
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
 }""",
+    # TMA store: the box at shared address `src` to (c0 = column, c1 = row) of the tensor map; the parts of
+    # the box outside the tensor are not written. One bulk group per commit; completion is per thread.
+    "tma_store_2d": """
+__device__ __forceinline__ void tma_store_2d(const void* map, unsigned src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\\n"
+                 :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}""",
+    "bulk_commit": """
+__device__ __forceinline__ void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");
+}""",
+    # wait until at most N of this thread's bulk groups still read shared memory (.read) or are in flight
+    "bulk_wait_read": """
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\\n" :: "n"(N) : "memory");
+}""",
+    "bulk_wait": """
+template <int N> __device__ __forceinline__ void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;\\n" :: "n"(N) : "memory");
+}""",
+    # this thread's generic-proxy writes to shared memory become visible to the async proxy (a TMA store)
+    "fence_proxy_async": """
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+}""",
+    "st_shared_b32": """
+__device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
+    asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"(addr), "r"(v) : "memory");
+}""",
     # arrive on the mbarrier at offset `bar` of CTA `cta` of this cluster; the default .release.cta suffices
     # for a stage whose reads (wgmma) have retired, and costs no cluster-scope fence
     "mbar_arrive_cluster": """

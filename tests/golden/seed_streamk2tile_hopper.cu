@@ -23,6 +23,8 @@ constexpr int STAGE_BYTES = 8192;
 constexpr int SWIZZLE = 64;
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 256;
+constexpr int D_STAGE = 4096;
+constexpr int D_BUFFERS = 2;
 // a CUtensorMap (cuTensorMapEncodeTiled), passed by value as a __grid_constant__ parameter
 struct alignas(64) TensorMap { unsigned long long opaque[16]; };
 static_assert(BLOCK == THREADS + 128, "one producer warpgroup, then the math warpgroups");
@@ -66,6 +68,25 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsig
                  "[%0], [%1, {%3, %4}], [%2];\n"
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }
+__device__ __forceinline__ void tma_store_2d(const void* map, unsigned src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
+}
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {
     const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16)
@@ -102,16 +123,19 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     const half* __restrict__ A, const half* __restrict__ B, const half* C, half* D,
     const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,
     const int K, const int M, const int N, const int numDPTilesPerWG, const int numSKTilesPerWG, const int numTilesDP, const int numTilesK, const int numTilesM, const int numTilesN, const int numTilesSK, const int numWGs, const int sizeA, const int sizeB, const int sizeD, const int totalTiles,
-    const __grid_constant__ ctg::TensorMap tmA, const __grid_constant__ ctg::TensorMap tmB)
+    const __grid_constant__ ctg::TensorMap tmA, const __grid_constant__ ctg::TensorMap tmB,
+    const __grid_constant__ ctg::TensorMap tmD)
 {
     using namespace ctg;
     const int wg = blockIdx.x / CLUSTER;  // a workgroup is a cluster of CTAs
     [[maybe_unused]] const unsigned cta_ = 0;  // rank in the cluster
     extern __shared__ __align__(1024) unsigned char smem_[];
-    // the ring: STAGES x (A tile, B tile), 1024-byte aligned (swizzle atoms), then full/empty mbarriers
+    // the ring: STAGES x (A tile, B tile), 1024-byte aligned (swizzle atoms), the staged D boxes,
+    // then full/empty mbarriers
     const unsigned sA_ = (smem_addr(smem_) + 1023u) & ~1023u;
     const unsigned sB_ = sA_ + STAGES * A_STAGE * 2;
-    const unsigned full_ = sB_ + STAGES * B_STAGE * 2, empty_ = full_ + STAGES * 8;
+    [[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;
+    const unsigned full_ = sD_ + CONSUMERS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;
     if (threadIdx.x == 0) {
         for (int s_ = 0; s_ < STAGES; ++s_) {
             mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)
@@ -193,6 +217,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         const int tid_ = threadIdx.x - 128;
         [[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0;
         unsigned it_ = 0;
+        unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer
         float acc[NACC];
         int forK_dp = 0;
         int forK_sk = 0;
@@ -261,20 +286,35 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                     if (tid_ == 0) st_relaxed(flags + (peer_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
                 }
-                #pragma unroll
-                for (int e_ = 0; e_ < NACC; e_ += 2) {
-                    const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                    const bool ok0_ = i + 64*m < M && j + 64*n < N, ok1_ = i + 64*m < M && j + 64*n + 1 < N;
-                    const int at_ = N*(i + 64*m) + j + 64*n;
-                    float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                    if (beta != 0.f) {
-                        if (ok0_) v0_ += beta * __half2float(C[at_]);
-                        if (ok1_) v1_ += beta * __half2float(C[at_ + 1]);
-                    }
-                    if (ok0_ && ok1_ && (reinterpret_cast<size_t>(D + at_) & 3) == 0) *reinterpret_cast<__half2*>(D + at_) = __halves2half2(__float2half(v0_), __float2half(v1_));
-                    else {
-                        if (ok0_) D[at_] = __float2half(v0_);
-                        if (ok1_) D[at_ + 1] = __float2half(v1_);
+                 {
+                    const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier
+                    const int i0_ = 64*m + cta_ * CTA_M + 64 * wgi_, j0_ = 64*n;
+                    #pragma unroll
+                    for (int c_ = 0; c_ < BN / 64; ++c_, ++box_) {
+                        const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;
+                        if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
+                        bar_sync(bar_, 128);
+                        #pragma unroll
+                        for (int q_ = 0; q_ < 32; q_ += 2) {
+                            const int e_ = 32 * c_ + q_;
+                            const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
+                            float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                            if (beta != 0.f) {
+                                const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
+                                const int at_ = N*(i + 64*m) + j + 64*n;
+                                if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[at_]);
+                                if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[at_ + 1]);
+                            }
+                            const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
+                            const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
+                            st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                        }
+                        fence_proxy_async();  // the box is visible to TMA
+                        bar_sync(bar_, 128);
+                        if ((tid_ & 127) == 0) {
+                            tma_store_2d(&tmD, buf_, j0_ + 64 * c_, i0_);
+                            bulk_commit();
+                        }
                     }
                 }
             }
@@ -313,22 +353,38 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 wgmma_wait<0>();
                 if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
             }
-            #pragma unroll
-            for (int e_ = 0; e_ < NACC; e_ += 2) {
-                const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                const bool ok0_ = i + 64*m < M && j + 64*n < N, ok1_ = i + 64*m < M && j + 64*n + 1 < N;
-                const int at_ = N*(i + 64*m) + j + 64*n;
-                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                if (beta != 0.f) {
-                    if (ok0_) v0_ += beta * __half2float(C[at_]);
-                    if (ok1_) v1_ += beta * __half2float(C[at_ + 1]);
-                }
-                if (ok0_ && ok1_ && (reinterpret_cast<size_t>(D + at_) & 3) == 0) *reinterpret_cast<__half2*>(D + at_) = __halves2half2(__float2half(v0_), __float2half(v1_));
-                else {
-                    if (ok0_) D[at_] = __float2half(v0_);
-                    if (ok1_) D[at_ + 1] = __float2half(v1_);
+             {
+                const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier
+                const int i0_ = 64*m + cta_ * CTA_M + 64 * wgi_, j0_ = 64*n;
+                #pragma unroll
+                for (int c_ = 0; c_ < BN / 64; ++c_, ++box_) {
+                    const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;
+                    if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
+                    bar_sync(bar_, 128);
+                    #pragma unroll
+                    for (int q_ = 0; q_ < 32; q_ += 2) {
+                        const int e_ = 32 * c_ + q_;
+                        const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
+                        float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                        if (beta != 0.f) {
+                            const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
+                            const int at_ = N*(i + 64*m) + j + 64*n;
+                            if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[at_]);
+                            if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[at_ + 1]);
+                        }
+                        const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
+                        const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
+                        st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                    }
+                    fence_proxy_async();  // the box is visible to TMA
+                    bar_sync(bar_, 128);
+                    if ((tid_ & 127) == 0) {
+                        tma_store_2d(&tmD, buf_, j0_ + 64 * c_, i0_);
+                        bulk_commit();
+                    }
                 }
             }
         }
+        if ((tid_ & 127) == 0) bulk_wait<0>();  // the last D boxes are written before shared memory goes
     }
 }

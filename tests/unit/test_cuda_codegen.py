@@ -95,6 +95,10 @@ def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
                "cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "setmaxnreg"):
         assert op in ptx, op
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
+    # the epilogue stores D by TMA from staged boxes (split-K's first kernel only stores partials)
+    tma_store = ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group", "fence.proxy.async.shared::cta",
+                 "cp.async.bulk.wait_group.read")
+    assert all(op in ptx for op in tma_store) == (transform != "splitk_reduce")
     fixup = ("ld.acquire.gpu", "red.release.gpu")
     spins = transform not in ("dataparallel", "splitk_reduce")
     assert all(op in ptx for op in fixup) == spins and any(op in ptx for op in fixup) == spins
