@@ -1,6 +1,7 @@
 """``python -m ctgraph bench``: time the transforms against cuBLAS on the GPU, in the same run.
 
-For every shape of a CSV (``m,n,k``), with fp16 inputs and the same macro tile for every transform:
+For every shape of a CSV (``m,n,k``), with fp16 inputs and the same macro tile for every transform (by
+default ``macro_tile="auto"``'s choice for the shape, :mod:`ctgraph.tiles`):
 ctgraph's dataparallel, streamk and streamk2tile kernels and ``torch.matmul`` (cuBLAS, fp32 accumulate,
 reduced-precision reduction off). Two times per GEMM, as ``docs/benchmarks.md`` explains:
 
@@ -84,7 +85,7 @@ def _kernel_time(fn: Callable[[], Any], reps: int) -> float:
 def run_bench(
     shapes: list[tuple[int, int, int]],
     out: Path,
-    macro_tile: tuple[int, int, int] = (128, 128, 32),
+    macro_tile: tuple[int, int, int] | str = "auto",
     transforms: tuple[str, ...] = TRANSFORMS,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
@@ -107,14 +108,15 @@ def run_bench(
         D = torch.empty(m, n, device="cuda", dtype=torch.float16)
         ref = torch.matmul(A, B)
         flop = 2.0 * m * n * k
-        row: dict[str, Any] = {"m": m, "n": n, "k": k}
+        tile = ctgraph.gemm(m, n, k, macro_tile=macro_tile).attrs["gemm"].macro_tile  # "auto": this shape's
+        row: dict[str, Any] = {"m": m, "n": n, "k": k, "tile": "x".join(map(str, tile))}
         def cublas(A: Any = A, B: Any = B, D: Any = D) -> Any:
             return torch.matmul(A, B, out=D)
 
         runners: dict[str, Callable[[], Any]] = {"cublas": cublas}
         for t in transforms:
             try:
-                kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=macro_tile), transform=t, target="cuda")
+                kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), transform=t, target="cuda")
             except ValueError:  # split-K needs a workgroup per (tile, chunk): not for shapes with many tiles
                 for key in ("tflops", "call_tflops", "call_us", "kernel_us"):
                     row[f"{t}_{key}"] = float("nan")
@@ -188,6 +190,7 @@ def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: st
         "m",
         "n",
         "k",
+        "tile",
         *[f"{short[t]} TF" for t in (*transforms, "cublas")],
         *[f"{short[t]} / cuBLAS" for t in transforms],
         *[f"{short[t]} / DP" for t in vs_dp],
@@ -205,6 +208,7 @@ def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: st
             r["m"],
             r["n"],
             r["k"],
+            r.get("tile", "-"),
             *[_fmt(tf[t], ".0f") for t in tf],
             *[_fmt(tf[t] / tf["cublas"], ".2f") for t in transforms],
             *[_fmt(tf[t] / tf["dataparallel"], ".2f") for t in vs_dp],

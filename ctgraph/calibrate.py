@@ -4,18 +4,23 @@ Times (CUDA-graph kernel time, as the benchmark) every transform at several grid
 shapes, turns each run into the model's regressors (:meth:`GridModel.features`) and solves for
 ``(a, b, c_alone, c_shared, d)`` by nonnegative least squares. The fit is stored per device name in the
 cache directory (``CTGRAPH_CACHE_DIR``), where ``workgroups="auto"`` finds it. Needs torch and a GPU.
+
+``--tiles`` fits instead the per-tile costs behind ``macro_tile="auto"`` (:func:`calibrate_tiles`) and
+prints them as the table :mod:`ctgraph.tiles` ships.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .model import GridModel, work
 from .passes import TRANSFORMS, pass_options
+from .tiles import CANDIDATES, TileCost
 
-__all__ = ["calibrate", "nnls"]
+__all__ = ["calibrate", "calibrate_tiles", "nnls"]
 
 DEFAULT_SHAPES = (
     (1408, 1664, 8192),
@@ -118,3 +123,53 @@ def report(model: GridModel, rows: list[dict[str, Any]]) -> str:
         f"median relative error {float(np.median(err)):.1%} over {len(rows)} runs; the model's grid reaches "
         f"{float(np.mean(picks)):.1%} of the best measured grid on average ({min(picks):.1%} worst)"
     )
+
+
+def _grid_shape(tiles: int) -> tuple[int, int]:
+    """``(tiles along m, tiles along n)`` with product ``tiles``, as square as divisors allow."""
+    tm = math.isqrt(tiles)
+    while tiles % tm:
+        tm -= 1
+    return tm, tiles // tm
+
+
+def calibrate_tiles(
+    candidates: tuple[tuple[int, int, int], ...] = CANDIDATES, progress: bool = True
+) -> tuple[tuple[TileCost, ...], list[dict[str, Any]]]:
+    """Fit each candidate tile's costs (:mod:`ctgraph.tiles`) on this GPU: data-parallel kernels over exactly
+    ``waves x g`` tiles of ``kt`` iterations take ``launch + waves * (t0 + kt * c)``; least squares over
+    waves in {1, 2} and kt in {2, 8, 32}."""
+    import torch
+
+    import ctgraph
+
+    from .bench import _kernel_time
+
+    costs, rows = [], []
+    for bm, bn, bk in candidates:
+        X, y = [], []
+        for waves in (1, 2):
+            for kt in (2, 8, 32):
+                probe = ctgraph.compile(ctgraph.gemm(bm, bn, bk * kt, macro_tile=(bm, bn, bk)), "dataparallel",
+                                        target="cuda")
+                g = probe.workgroups
+                tm, tn = _grid_shape(waves * g)
+                m, n, k = tm * bm, tn * bn, kt * bk
+                kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda")
+                A = torch.randn(m, k, device="cuda", dtype=torch.float16)
+                B = torch.randn(k, n, device="cuda", dtype=torch.float16)
+                D = torch.empty(m, n, device="cuda", dtype=torch.float16)
+
+                def run(kern=kern, A=A, B=B, D=D):
+                    return kern(A, B, out=D, stream=torch.cuda.current_stream())
+
+                seconds = _kernel_time(run, reps=REPS)
+                X.append([1, waves, waves * kt])
+                y.append(seconds)
+                cluster = kern.program.layout.get("CLUSTER", 1)
+                rows.append({"tile": (bm, bn, bk), "m": m, "n": n, "k": k, "g": g, "seconds": seconds})
+                if progress:
+                    print(f"{(bm, bn, bk)} {m}x{n}x{k} g={g}: {seconds * 1e6:8.1f} us", flush=True)
+        launch, t0, c = (float(v) for v in nnls(np.array(X, dtype=float), np.array(y)))
+        costs.append(TileCost((bm, bn, bk), launch, t0, c, cluster))
+    return tuple(costs), rows

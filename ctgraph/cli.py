@@ -5,23 +5,37 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .passes import PIPELINES, TRANSFORMS
 
 __all__ = ["main"]
 
 
-GPU_TILE = (128, 128, 64)  # the fastest macro tile measured on the H100 (docs/benchmarks.md)
+GPU_TILE = (128, 128, 64)  # the tuning table's macro tile (ctgraph/data)
 
 
-def _tile_arg(p: argparse.ArgumentParser, default: tuple[int, int, int], what: str) -> None:
+class _TileAction(argparse.Action):
+    """``--tile BM BN BK`` (three positive integers) or ``--tile auto`` (chosen per shape)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
+        if values == ["auto"]:
+            setattr(ns, self.dest, "auto")
+        elif len(values) == 3 and all(v.isdigit() for v in values):
+            setattr(ns, self.dest, tuple(int(v) for v in values))
+        else:
+            parser.error(f"--tile takes three positive integers BM BN BK or 'auto', got {' '.join(values)}")
+
+
+def _tile_arg(p: argparse.ArgumentParser, default: tuple[int, int, int] | str, what: str) -> None:
+    shown = default if isinstance(default, str) else " ".join(map(str, default))
     p.add_argument(
         "--tile",
-        type=int,
-        nargs=3,
+        nargs="+",
+        action=_TileAction,
         default=default,
-        metavar=("BM", "BN", "BK"),
-        help=f"{what} (default {' '.join(map(str, default))})",
+        metavar="BM BN BK | auto",
+        help=f"{what}: three integers, or 'auto' for the tile macro_tile='auto' picks per shape (default {shown})",
     )
 
 
@@ -41,7 +55,7 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
 def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     import ctgraph
 
-    g = ctgraph.gemm(args.m, args.n, args.k, macro_tile=tuple(args.tile), dtype=args.dtype)
+    g = ctgraph.gemm(args.m, args.n, args.k, macro_tile=args.tile, dtype=args.dtype)
     return ctgraph.compile(
         g,
         transform=args.transform,
@@ -111,15 +125,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     shapes = read_shapes(args.shapes or DEFAULT_SHAPES)
     if args.limit:
         shapes = shapes[: args.limit]
-    run_bench(shapes, Path(args.out), macro_tile=tuple(args.tile), transforms=tuple(args.transforms))
+    run_bench(shapes, Path(args.out), macro_tile=args.tile, transforms=tuple(args.transforms))
     print((Path(args.out) / "results.md").read_text())
     return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .calibrate import calibrate, report
+    from .calibrate import calibrate, calibrate_tiles, report
     from .model import save_model
 
+    if args.tiles:
+        costs, _ = calibrate_tiles(progress=not args.quiet)
+        print("\n".join(f"    {c}," for c in costs))
+        return 0
     model, rows = calibrate(progress=not args.quiet)
     print(report(model, rows))
     print(f"wrote {save_model(model)}")
@@ -132,7 +150,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .bench import read_shapes
     from .tune import tune
 
-    tune(read_shapes(args.shapes), macro_tile=tuple(args.tile), out=Path(args.out) if args.out else None)
+    tune(read_shapes(args.shapes), macro_tile=args.tile, out=Path(args.out) if args.out else None)
     return 0
 
 
@@ -163,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("bench", help="time the transforms and cuBLAS on the GPU for a CSV of shapes (needs torch)")
     p.add_argument("shapes", nargs="?", help="CSV with columns m,n,k (default: tests/bench/anchors.csv)")
     p.add_argument("--out", default="out/bench", help="directory for results.csv/.md/.png")
-    _tile_arg(p, GPU_TILE, "macro tile for every transform")
+    _tile_arg(p, "auto", "macro tile for every transform of a shape")
     p.add_argument(
         "--transforms",
         nargs="+",
@@ -175,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("calibrate", help="fit the grid-size model on this GPU (needs torch); stores it per device")
     p.add_argument("--quiet", action="store_true", help="no line per measurement")
+    p.add_argument("--tiles", action="store_true", help="fit the per-tile costs of macro_tile='auto' instead")
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("tune", help="time every policy on a CSV of shapes and build transform=auto's tuning table")
     p.add_argument("shapes", help="CSV with columns m,n,k")

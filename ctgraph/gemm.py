@@ -65,12 +65,15 @@ def _dtype_name(dtype: object) -> str:
 
 def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: object) -> GemmProblem:
     """Validate ``gemm``'s arguments; ``ValueError`` names the argument and what is allowed."""
-    dims = tuple(_positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
+    m_, n_, k_ = (_positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
+    if isinstance(macro_tile, str) and macro_tile == "auto":
+        from .tiles import choose_tile
+
+        macro_tile = choose_tile(m_, n_, k_, _dtype_name(dtype))
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:
-        raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK), got {macro_tile!r}")
+        raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK) or 'auto', got {macro_tile!r}")
     entries: list[object] = list(macro_tile)  # type: ignore[call-overload]
     bm, bn, bk = (_positive_int(f"macro_tile[{i}]", v) for i, v in enumerate(entries))
-    m_, n_, k_ = dims
     return GemmProblem(m_, n_, k_, macro_tile=(bm, bn, bk), dtype=_dtype_name(dtype))
 
 
@@ -92,9 +95,12 @@ def _tensor(
 
 
 def gemm(
-    m: int, n: int, k: int, macro_tile: tuple[int, int, int] = (128, 128, 32), dtype: str = "float16"
+    m: int, n: int, k: int, macro_tile: tuple[int, int, int] | str = (128, 128, 32), dtype: str = "float16"
 ) -> CoordinateGraph:
     """The precondition graph of an m x n x k GEMM tiled by ``macro_tile = (BM, BN, BK)``.
+
+    ``macro_tile="auto"``: the tile with the least predicted time for this shape on an H100-class GPU
+    (:func:`ctgraph.tiles.choose_tile`); ``graph.attrs["gemm"].macro_tile`` says which.
 
     ``dtype`` is the type of A, B, C and D ("float16" or "float32"); accumulation is always fp32.
     """

@@ -18,7 +18,7 @@ __all__ = ["tune"]
 
 def tune(
     shapes: list[tuple[int, int, int]],
-    macro_tile: tuple[int, int, int] = (128, 128, 64),
+    macro_tile: tuple[int, int, int] | str = (128, 128, 64),
     out: Path | None = None,
     progress: bool = True,
 ) -> TuningTable:

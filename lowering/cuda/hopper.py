@@ -48,7 +48,14 @@ from .options import CudaOptions
 from .printer import cxx
 from .ptx import WGMMA_N, render
 
-__all__ = ["HopperCodegen", "accumulator_budget", "hopper_layout", "register_split", "swizzle_bytes"]
+__all__ = [
+    "HopperCodegen",
+    "accumulator_budget",
+    "hopper_layout",
+    "launch_registers",
+    "register_split",
+    "swizzle_bytes",
+]
 
 SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
 MAX_STAGES = 8
@@ -62,15 +69,25 @@ def swizzle_bytes(bk: int) -> int:
     return 2 * bk
 
 
+def launch_registers(block: int) -> int:
+    """Registers per thread a CTA of ``block`` threads gets at launch (``__launch_bounds__(block, 1)``): its
+    share of the register file in multiples of 8, at most 255."""
+    return min(255, REGISTERS // block // 8 * 8)
+
+
 def register_split(consumers: int) -> tuple[int, int]:
     """``setmaxnreg`` targets ``(producer, consumer)`` for one producer and ``consumers`` math warpgroups.
 
-    One CTA per SM: ``128*P + 128*c*R <= REGISTERS`` with ``P, R`` multiples of 8 in ``[24, 256]``; the
-    producer keeps 40 (its one thread runs the index math) unless the consumers need those registers, then 24.
-    Two consumers get ``(40, 232)``, three ``(24, 160)``, four ``(24, 120)``.
+    ``setmaxnreg.inc`` only takes registers that the CTA's own warps gave back, so the split must fit the
+    CTA's launch allocation: ``128*P + 128*c*R <= BLOCK * launch_registers(BLOCK)`` with ``P, R`` multiples
+    of 8 in ``[24, 256]`` (else the consumers wait for registers forever). The producer keeps 40 (its one
+    thread runs the index math) unless the consumers need those registers, then 24. One consumer gets
+    ``(40, 256)``, two ``(40, 232)``, three ``(24, 160)``, four ``(24, 112)``.
     """
+    block = 128 * (consumers + 1)
+    pool = block * launch_registers(block) // 128  # registers per thread of a warpgroup, summed over warpgroups
     for producer in (40, 24):
-        consumer = min(256, (REGISTERS // 128 - producer) // consumers // 8 * 8)
+        consumer = min(256, (pool - producer) // consumers // 8 * 8)
         if consumer >= 160 or producer == 24:
             return producer, consumer
     raise AssertionError("unreachable")
@@ -78,8 +95,9 @@ def register_split(consumers: int) -> tuple[int, int]:
 
 def accumulator_budget(consumers: int) -> int:
     """Registers a consumer thread may spend: ptxas compiles the whole kernel under the launch's share of
-    the register file (``REGISTERS / BLOCK``); ``setmaxnreg`` moves registers at run time, not at compile time."""
-    return min(register_split(consumers)[1], REGISTERS // (128 * (consumers + 1)) // 8 * 8)
+    the register file (:func:`launch_registers`); ``setmaxnreg`` moves registers at run time, not at
+    compile time."""
+    return min(register_split(consumers)[1], launch_registers(128 * (consumers + 1)))
 
 
 def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import ctgraph
-from lowering.cuda.hopper import accumulator_budget, register_split
+from lowering.cuda.hopper import accumulator_budget, launch_registers, register_split
 from lowering.cuda.nvcc import check_cubin, nvcc_available
 from tests.golden.regenerate import seed_cuda_source, seed_hopper_source
 
@@ -129,10 +129,13 @@ def test_wgmma_refuses_tiles_it_cannot_run(tile, cluster):
         _ = cuda_kernel("streamk", tile=tile, mainloop="wgmma", cluster=cluster).source
 
 
-@pytest.mark.parametrize(("consumers", "budget"), [(1, 256), (2, 168), (3, 128), (4, 96)])
+@pytest.mark.parametrize(("consumers", "budget"), [(1, 255), (2, 168), (3, 128), (4, 96)])
 def test_register_split_fits_the_register_file(consumers, budget):
+    """setmaxnreg.inc draws only on what the CTA's warps gave back: the split fits the launch allocation
+    (four consumers at 120 registers each waited for registers forever on the H100)."""
     producer, consumer = register_split(consumers)
-    assert 128 * producer + 128 * consumers * consumer <= 64 * 1024
+    block = 128 * (consumers + 1)
+    assert 128 * producer + 128 * consumers * consumer <= block * launch_registers(block) <= 64 * 1024
     assert producer % 8 == consumer % 8 == 0 and 24 <= producer <= consumer <= 256
     assert accumulator_budget(consumers) == budget
 

@@ -1,0 +1,78 @@
+"""``macro_tile="auto"``: the per-tile cost model and the tile it picks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ctgraph
+from ctgraph.cli import main
+from ctgraph.tiles import CANDIDATES, DEFAULT_TILE, H100, TileCost, choose_tile, predict
+
+
+def test_every_candidate_has_costs_and_runs_on_the_wgmma_path():
+    from lowering.cuda.hopper import hopper_layout
+    from lowering.cuda.options import CudaOptions
+
+    assert tuple(c.tile for c in H100) == CANDIDATES
+    for cost in H100:
+        lay = hopper_layout(cost.tile, "float16", CudaOptions(mainloop="wgmma"))
+        assert lay["CLUSTER"] == cost.sms_per_workgroup
+        assert 0 < cost.c < cost.t0 + cost.launch
+
+
+def test_predict_is_waves_of_tiles_or_shared_iterations():
+    cost = TileCost((128, 128, 64), launch=2e-6, t0=1e-6, c=0.5e-6)
+    # 132 tiles of 4 iterations on 132 SMs: one wave, data-parallel
+    assert predict(cost, 12 * 128, 11 * 128, 256) == pytest.approx(2e-6 + 1e-6 + 4 * 0.5e-6)
+    # 133 tiles: a second, almost empty wave costs data-parallel a whole tile; Stream-K shares it out
+    dp = 2 * (1e-6 + 4 * 0.5e-6)
+    sk = 133 * 4 / 132 * 0.5e-6 + (133 / 132 + 2) * 1e-6
+    assert predict(cost, 133 * 128, 128, 256) == pytest.approx(2e-6 + min(dp, sk))
+
+
+def test_small_gemms_get_small_tiles_and_big_ones_big_tiles():
+    assert choose_tile(200, 688, 128) == (64, 64, 64)
+    assert choose_tile(8192, 8192, 8192) == (256, 256, 64)
+    assert choose_tile(1, 1, 1) == (64, 64, 64)
+    bm, bn, _ = choose_tile(4096, 4096, 4096)
+    assert bm * bn >= 128 * 256
+
+
+@given(st.integers(1, 20000), st.integers(1, 20000), st.integers(1, 70000))
+def test_choice_is_the_least_prediction(m, n, k):
+    tile = choose_tile(m, n, k)
+    best = min(predict(c, m, n, k) for c in H100)
+    assert predict(next(c for c in H100 if c.tile == tile), m, n, k) == best
+    assert math.isfinite(best)
+
+
+def test_float32_keeps_the_default_tile():
+    assert choose_tile(8192, 8192, 8192, "float32") == DEFAULT_TILE
+
+
+def test_gemm_auto_tile_records_the_choice_and_runs_on_the_cpu():
+    g = ctgraph.gemm(200, 120, 72, macro_tile="auto")
+    assert g.attrs["gemm"].macro_tile == choose_tile(200, 120, 72)
+    kern = ctgraph.compile(g, transform="streamk2tile", workgroups=4, target="cpu")
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((200, 72)).astype(np.float16), rng.standard_normal((72, 120)).astype(np.float16)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.abs(kern(A, B).astype(np.float64) - ref).max() < 3e-3 * max(1.0, np.abs(ref).max())
+
+
+@pytest.mark.parametrize("tile", ["big", "", (128, 128), None])
+def test_bad_tile_names_the_argument_and_auto(tile):
+    with pytest.raises(ValueError, match=r"macro_tile must be three positive integers \(BM, BN, BK\) or 'auto'"):
+        ctgraph.gemm(64, 64, 64, macro_tile=tile)
+
+
+def test_cli_takes_tile_auto_or_three_integers(capsys):
+    assert main(["compile", "--m", "300", "--n", "200", "--k", "100", "--tile", "auto", "--workgroups", "4"]) == 0
+    with pytest.raises(SystemExit):
+        main(["compile", "--m", "300", "--n", "200", "--k", "100", "--tile", "64", "64"])
+    assert "--tile takes three positive integers" in capsys.readouterr().err
