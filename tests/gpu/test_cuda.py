@@ -61,7 +61,9 @@ def test_hopper_gpu_runs_the_wgmma_mainloop():
     assert kern.program.variant == "wgmma" and "wgmma.mma_async" in kern.ptx
 
 
-@pytest.mark.parametrize("tile", [(128, 256, 64), (64, 64, 32), (128, 64, 64), (64, 192, 64)], ids=str)
+@pytest.mark.parametrize(
+    "tile", [(128, 256, 64), (64, 64, 32), (128, 64, 64), (64, 192, 64), (192, 128, 64), (256, 128, 64)], ids=str
+)
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 @pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (1408, 1664, 1032)], ids=str)
 def test_wgmma_tiles(shape, transform, tile):
@@ -86,6 +88,26 @@ def test_wgmma_clusters(shape, transform, tile):
     D = kern(A, B, C, alpha=1.5, beta=0.5)
     check(D, A, B, C, 1.5, 0.5, "float16")
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (200, 688, 128), (1592, 2656, 1224), (256, 256, 65536)], ids=str)
+def test_auto_tile(shape):
+    """``macro_tile="auto"`` with ``transform="auto"``: the tile and the policy chosen per shape."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto", target="cuda")
+    check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+
+
+def test_misaligned_output_falls_back_from_the_tma_store():
+    torch = pytest.importorskip("torch")
+    A, B, _ = operands(200, 136, 264, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(200, 136, 264), transform="streamk", target="cuda")
+    flat = torch.zeros(200 * 136 + 1, dtype=torch.float16, device="cuda")
+    out = flat[1:].view(200, 136)  # 2-byte offset: no TMA box can write it
+    kern(torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda(), out=out)
+    check(out.cpu().numpy(), A, B, np.zeros((200, 136), np.float16), 1.0, 0.0, "float16")
+    assert float(flat[0]) == 0.0
 
 
 def test_misaligned_operands_fall_back_to_element_loads():
