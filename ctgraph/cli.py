@@ -12,9 +12,6 @@ from .passes import PIPELINES, TRANSFORMS
 __all__ = ["main"]
 
 
-GPU_TILE = (128, 128, 64)  # the tuning table's macro tile (ctgraph/data)
-
-
 class _TileAction(argparse.Action):
     """``--tile BM BN BK`` (three positive integers) or ``--tile auto`` (chosen per shape)."""
 
@@ -197,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("tune", help="time every policy on a CSV of shapes and build transform=auto's tuning table")
     p.add_argument("shapes", help="CSV with columns m,n,k")
-    _tile_arg(p, GPU_TILE, "macro tile for every policy")
+    _tile_arg(p, "auto", "macro tile for every policy of a shape")
     p.add_argument("--out", help="also write the table here (besides the cache directory)")
     p.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)

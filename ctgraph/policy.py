@@ -105,16 +105,25 @@ class BloomFilter:
         return cls(d["bits"], d["hashes"], bytearray.fromhex(d["data"]))
 
 
+def tile_name(macro_tile: tuple[int, int, int] | str) -> str:
+    """``"128x128x64"``, or ``"auto"`` for a table tuned with each shape's ``macro_tile="auto"`` tile."""
+    return macro_tile if isinstance(macro_tile, str) else "x".join(map(str, macro_tile))
+
+
 @dataclass
 class TuningTable:
-    """One Bloom filter per policy name, plus the measurements it was built from."""
+    """One Bloom filter per policy name, plus the measurements it was built from. The policies were timed
+    with one macro tile (``macro_tile``, or ``"auto"``: each shape's own), and apply only to that tile."""
 
     device: str
     filters: dict[str, BloomFilter]
     rows: list[dict] = field(default_factory=list)
+    macro_tile: str = "128x128x64"
 
     @classmethod
-    def build(cls, device: str, rows: list[dict], fp_rate: float = 0.001) -> TuningTable:
+    def build(
+        cls, device: str, rows: list[dict], fp_rate: float = 0.001, macro_tile: tuple[int, int, int] | str = "auto"
+    ) -> TuningTable:
         """``rows``: ``{"m", "n", "k", "dtype", "best": policy name, ...}`` per tuned shape."""
         filters = {}
         for name in BY_NAME:
@@ -123,7 +132,15 @@ class TuningTable:
             for r in mine:
                 bloom.add(shape_key(r["m"], r["n"], r["k"], r["dtype"]))
             filters[name] = bloom
-        return cls(device, filters, rows)
+        return cls(device, filters, rows, tile_name(macro_tile))
+
+    def applies(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
+        """Whether this table's timings were taken with ``macro_tile`` for this shape."""
+        if self.macro_tile == "auto":
+            from .tiles import choose_tile
+
+            return macro_tile == choose_tile(m, n, k, dtype)
+        return self.macro_tile == tile_name(macro_tile)
 
     def candidates(self, m: int, n: int, k: int, dtype: str) -> list[str]:
         key = shape_key(m, n, k, dtype)
@@ -134,6 +151,7 @@ class TuningTable:
             json.dumps(
                 {
                     "device": self.device,
+                    "macro_tile": self.macro_tile,
                     "filters": {k: v.to_json() for k, v in self.filters.items()},
                     "rows": self.rows,
                 },
@@ -146,7 +164,8 @@ class TuningTable:
     @classmethod
     def from_json(cls, text: str) -> TuningTable:
         d = json.loads(text)
-        return cls(d["device"], {k: BloomFilter.from_json(v) for k, v in d["filters"].items()}, d.get("rows", []))
+        filters = {k: BloomFilter.from_json(v) for k, v in d["filters"].items()}
+        return cls(d["device"], filters, d.get("rows", []), d.get("macro_tile", "128x128x64"))
 
 
 def _file_name(device: str) -> str:
@@ -211,7 +230,8 @@ def select(
         device=device,
     )
     table = load_table(device)
-    hits = table.candidates(m, n, k, dtype) if table is not None else []
+    other_tile = table is not None and not table.applies(m, n, k, dtype, macro_tile)
+    hits = table.candidates(m, n, k, dtype) if table is not None and not other_tile else []
     pool = [BY_NAME[h] for h in hits if h in BY_NAME] or list(POLICIES)
     scored = sorted((_predict(p, model, tiles, kt, resident), i, p) for i, p in enumerate(pool))
     scored = [s for s in scored if math.isfinite(s[0][0]) and s[0][0] < 1e6] or scored  # split-K: tiles <= g
@@ -222,6 +242,8 @@ def select(
         reason = f"tuning table ({len(hits)} candidates: a Bloom false positive), grid model broke the tie"
     elif table is None:
         reason = f"grid model (no tuning table for {device})"
+    elif other_tile:
+        reason = f"grid model (the tuning table was timed with macro tile {table.macro_tile})"
     else:
         reason = "grid model (shape not in the tuning table)"
     return Selection(best, g, reason)

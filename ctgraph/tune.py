@@ -18,7 +18,7 @@ __all__ = ["tune"]
 
 def tune(
     shapes: list[tuple[int, int, int]],
-    macro_tile: tuple[int, int, int] | str = (128, 128, 64),
+    macro_tile: tuple[int, int, int] | str = "auto",
     out: Path | None = None,
     progress: bool = True,
 ) -> TuningTable:
@@ -56,7 +56,7 @@ def tune(
         rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "best": best, "seconds": times})
         if progress:
             print(f"{m}x{n}x{k}: {best} ({2 * m * n * k / times[best] / 1e12:.0f} TF)", flush=True)
-    table = TuningTable.build(device or "unknown", rows)
+    table = TuningTable.build(device or "unknown", rows, macro_tile=macro_tile)
     for path in (user_table_path(table.device), out):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
