@@ -58,7 +58,7 @@ def test_select_uses_the_table_then_the_model(tmp_path, monkeypatch):
     load_table.cache_clear()
     select.cache_clear()
     rows = [{"m": 1000, "n": 1000, "k": 1000, "dtype": "float16", "best": "streamk_hybrid/b3/resident"}]
-    table = TuningTable.build("Test GPU", rows)
+    table = TuningTable.build("Test GPU", rows, macro_tile=(128, 128, 64))
     path = tmp_path / "tuning" / "tuning-Test_GPU.json"
     path.parent.mkdir(parents=True)
     path.write_text(table.to_json())
@@ -66,6 +66,8 @@ def test_select_uses_the_table_then_the_model(tmp_path, monkeypatch):
     assert s.policy.name == "streamk_hybrid/b3/resident" and s.reason == "tuning table" and s.workgroups == 264
     unseen = select("Test GPU", 1234, 567, 890, "float16", (128, 128, 64), 264, 132)
     assert unseen.policy in POLICIES and "not in the tuning table" in unseen.reason
+    other = select("Test GPU", 1000, 1000, 1000, "float16", (64, 64, 64), 264, 132)  # timed with another tile
+    assert other.reason == "grid model (the tuning table was timed with macro tile 128x128x64)"
     load_table.cache_clear()
     select.cache_clear()
 
@@ -81,7 +83,7 @@ def test_selection_is_cached():
 
 def test_shipped_h100_table_has_no_false_negatives():
     table = load_table("NVIDIA H100 80GB HBM3")
-    assert table is not None and len(table.rows) == 128
+    assert table is not None and len(table.rows) == 128 and table.macro_tile == "auto"
     for r in table.rows:
         assert r["best"] in table.candidates(r["m"], r["n"], r["k"], r["dtype"])
         assert r["seconds"][r["best"]] == min(r["seconds"].values())  # the fastest (ties are possible)
