@@ -36,12 +36,13 @@ def test_geomean_skips_shapes_a_transform_cannot_run():
 
 def test_markdown_table():
     rows = [
-        row(1, 2, 3, dataparallel=100.0, splitk_reduce=NAN, auto=120.0, cublas=200.0),
+        row(1, 2, 3, dataparallel=100.0, splitk_reduce=NAN, auto=120.0, cublas=200.0) | {"tile": "64x64x64"},
         row(4, 5, 6, dataparallel=50.0, splitk_reduce=80.0, auto=79.0, cublas=100.0),
     ]
     text = markdown(rows, ("dataparallel", "splitk_reduce", "auto"), "Test GPU")
-    assert "Device: Test GPU" in text
-    assert "| 1 | 2 | 3 | 100 | - | 120 | 200 | 0.50 | - | 0.60 | - | 1.20 | 12% |" in text
+    assert "Device: Test GPU" in text and "| m | n | k | tile | DP TF |" in text
+    assert "| 1 | 2 | 3 | 64x64x64 | 100 | - | 120 | 200 | 0.50 | - | 0.60 | - | 1.20 | 12% |" in text
+    assert "| 4 | 5 | 6 | - | 50 |" in text  # rows from before the tile column
     assert "auto within 3% of the best of dataparallel, splitk_reduce: 2 of 2 shapes" in text
     assert "- auto: 0.688x cuBLAS" in text  # sqrt(0.6 * 0.79)
 
