@@ -34,6 +34,11 @@ def classify(p: GemmProblem, name: str, x: Any) -> Operand:
     if isinstance(x, np.ndarray):
         check_array(p, name, x, shape, p.dtype, x.shape, x.dtype, x.flags.c_contiguous)
         return Operand(name, x, host=True)
+    if type(x).__module__.startswith("torch") and getattr(x, "is_cuda", False):
+        # NOTE: the same facts as torch's __cuda_array_interface__, without building its dict on every call
+        dtype = str(x.dtype).removeprefix("torch.")
+        check_array(p, name, x, shape, p.dtype, tuple(x.shape), dtype, x.is_contiguous())
+        return Operand(name, x, host=False, ptr=x.data_ptr())
     iface = getattr(x, "__cuda_array_interface__", None)
     if iface is None:
         raise TypeError(
