@@ -10,8 +10,10 @@ kernel, once per role:
 - **consumers** (``CONSUMERS`` warpgroups, ``setmaxnreg.inc``): run the same loops; for each K iteration
   they wait on ``full[s]``, issue ``BK/16`` ``wgmma.m64nBNk16`` (warpgroup ``c`` owns rows
   ``64c .. 64c+63`` of the tile), and release the stage of the *previous* iteration on ``empty[s]``
-  once its wgmma group has retired (one group stays in flight). Fixup and epilogue are the control
-  graph's, with a named barrier over the consumer threads instead of ``__syncthreads``.
+  once its wgmma group has retired (one group stays in flight). The fixup is the control graph's,
+  with a named barrier over the consumer threads instead of ``__syncthreads``; the epilogue stages D
+  in shared memory and stores it with TMA (:meth:`HopperCodegen._epilogue_tma`), so the store of one
+  tile runs on under the next tile's mainloop.
 
 Both roles step one ring counter ``it_`` through the same sequence of iterations, so stage ``it_ %
 STAGES`` and phase ``(it_ / STAGES) & 1`` agree without any other communication.
