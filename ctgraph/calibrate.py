@@ -147,12 +147,11 @@ def calibrate_tiles(
 
     costs, rows = [], []
     for bm, bn, bk in candidates:
+        probe = ctgraph.compile(ctgraph.gemm(bm, bn, bk, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda")
+        g, cluster = probe.workgroups, probe.program.layout.get("CLUSTER", 1)
         X, y = [], []
         for waves in (1, 2):
             for kt in (2, 8, 32):
-                probe = ctgraph.compile(ctgraph.gemm(bm, bn, bk * kt, macro_tile=(bm, bn, bk)), "dataparallel",
-                                        target="cuda")
-                g = probe.workgroups
                 tm, tn = _grid_shape(waves * g)
                 m, n, k = tm * bm, tn * bn, kt * bk
                 kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda")
@@ -166,7 +165,6 @@ def calibrate_tiles(
                 seconds = _kernel_time(run, reps=REPS)
                 X.append([1, waves, waves * kt])
                 y.append(seconds)
-                cluster = kern.program.layout.get("CLUSTER", 1)
                 rows.append({"tile": (bm, bn, bk), "m": m, "n": n, "k": k, "g": g, "seconds": seconds})
                 if progress:
                     print(f"{(bm, bn, bk)} {m}x{n}x{k} g={g}: {seconds * 1e6:8.1f} us", flush=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from .dimensions import ForLoop, MacroTileIndex, MacroTileNumber, SubDimension, User
 from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
+from .tiles import choose_tile
 
 __all__ = ["DTYPES", "GemmProblem", "gemm"]
 
@@ -67,8 +68,6 @@ def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: ob
     """Validate ``gemm``'s arguments; ``ValueError`` names the argument and what is allowed."""
     m_, n_, k_ = (_positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
     if isinstance(macro_tile, str) and macro_tile == "auto":
-        from .tiles import choose_tile
-
         macro_tile = choose_tile(m_, n_, k_, _dtype_name(dtype))
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:
         raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK) or 'auto', got {macro_tile!r}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from . import knobs
 from .model import GridModel, load_model, work
 from .passes import pass_options
+from .tiles import choose_tile
 
 __all__ = ["POLICIES", "BloomFilter", "Policy", "Selection", "TuningTable", "select"]
 
@@ -137,8 +138,6 @@ class TuningTable:
     def applies(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
         """Whether this table's timings were taken with ``macro_tile`` for this shape."""
         if self.macro_tile == "auto":
-            from .tiles import choose_tile
-
             return macro_tile == choose_tile(m, n, k, dtype)
         return self.macro_tile == tile_name(macro_tile)
 

@@ -170,7 +170,6 @@ class HopperCodegen(_Codegen):
 
     def __init__(self, cg: C.ControlGraph, opts: CudaOptions, kernel: int, templates: set[str]) -> None:
         self.role = "consumer"
-        self.tma_store = False  # this kernel's epilogue stores D by TMA (a kernel with a ring)
         super().__init__(cg, opts, kernel, templates)
 
     def layout(self) -> dict[str, int]:
@@ -195,7 +194,7 @@ class HopperCodegen(_Codegen):
     def _kernel(self) -> str:
         w, k = self.w, self.kernel
         self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc"}
-        loads = any(isinstance(self.cg[t], C.LoadTile) for t, _ in self.cg.walk(self.tag))
+        loads = self._loads_below(self.tag)
         params = ", ".join(f"const int {p.name}" for p in k.params)
         clustered = self.L["CLUSTER"] > 1
         if clustered:
@@ -248,7 +247,6 @@ class HopperCodegen(_Codegen):
         if stores:
             w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
         w("float acc[NACC];")
-        self.tma_store = loads
         self._role_body("consumer")
         if stores:
             self.templates.add("bulk_wait")
@@ -327,7 +325,7 @@ class HopperCodegen(_Codegen):
     def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
         if self.role != "consumer":
             return
-        if not self.tma_store:  # a kernel without a ring (split-K's reduction) stores from registers
+        if not self._loads_below(self.tag):  # a kernel without a ring (split-K's reduction) stores from registers
             super()._Epilogue(tag, node)
             return
         self._epilogue_tma(node)
