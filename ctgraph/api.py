@@ -102,8 +102,10 @@ def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[in
     split = int(split_for_budget(tiles, workgroups)) if split is None else split
     need = tiles * int(split_chunks(p.tiles[2], split)[0])
     if need > workgroups:
-        raise ValueError(f"splitk needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
-                         f"{workgroups}; use fewer chunks (split=), more workgroups, or a Stream-K transform")
+        raise ValueError(
+            f"splitk needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
+            f"{workgroups}; use fewer chunks (split=), more workgroups, or a Stream-K transform"
+        )
     return need, split
 
 
@@ -156,9 +158,7 @@ def compile(
         workgroups = backend(target).default_workgroups(graph, transform, options) if ask else CPU_WORKGROUPS
     elif workgroups == "auto":  # the grid-size model's choice on a GPU; the default on the CPU
         ask = _ask_gpu(target, options, 'workgroups="auto"')
-        workgroups = (
-            backend(target).model_workgroups(graph, transform, options, sk_batches) if ask else CPU_WORKGROUPS
-        )
+        workgroups = backend(target).model_workgroups(graph, transform, options, sk_batches) if ask else CPU_WORKGROUPS
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:

@@ -111,6 +111,7 @@ def run_bench(
         flop = 2.0 * m * n * k
         tile = check_problem(m, n, k, macro_tile, "float16").macro_tile  # "auto": this shape's
         row: dict[str, Any] = {"m": m, "n": n, "k": k, "tile": "x".join(map(str, tile))}
+
         def cublas(A: Any = A, B: Any = B, D: Any = D) -> Any:
             return torch.matmul(A, B, out=D)
 
@@ -127,6 +128,7 @@ def run_bench(
             row[f"{t}_workgroups"] = kern.workgroups
             if kern.policy is not None:
                 row[f"{t}_policy"] = kern.policy.policy.name
+
             def ours(kern: Any = kern, A: Any = A, B: Any = B, D: Any = D) -> Any:
                 return kern(A, B, out=D, stream=torch.cuda.current_stream())
 

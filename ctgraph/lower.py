@@ -17,11 +17,23 @@ from :mod:`ctgraph.schedule` and :meth:`CoordinateGraph.walk`.
 
 Fixup -- the one choice of who writes a shared tile (:data:`OWNER`): **the split that holds k == 0**
 (seed 004). A workgroup's range is contiguous, so only its *first* tile can start past k == 0: each
-workgroup produces at most one partial per section, kept in workspace slot ``wg`` with flag ``wg``.
-Non-owners store their fp32 partial and signal; the owner then walks the peers ``wg+1, wg+2, ...``
-whose first iteration lies in the same tile, waits for each flag, adds the partial (in peer order,
-so results are bit-identical from run to run), resets the flag to 0 for the next call, and writes D.
-Sections the passes mark as whole-tile (data-parallel) get no fixup at all.
+workgroup produces at most one partial per section, kept in workspace slot ``wg`` with flag ``wg``, and
+the senders of a tile are the workgroups ``owner+1 .. last`` right after its owner. They add up in a
+binomial tree over workgroup ids (:func:`fixup_parent`), so the owner's wait is ``O(log P)`` partials deep
+for ``P`` senders instead of ``P``::
+
+    parent(q) = q - lowbit(q)   if that is a sender of the same tile, else the owner
+
+    sender q:  for s = 1, 2, 4, ... while 2s divides q and q + s is a sender:  acc += partial[q + s]
+               partial[q] = acc; flag[q] = 1
+    owner o:   for s = 1, 2, 4, ... < workgroups:  r = o - o % 2s + s  (the sender with lowest set bit s
+               in (o, o + s]; there is one iff o % 2s < s): if r is a sender, acc += partial[r]
+               write D
+
+Every sender is added exactly once, by its parent, after waiting for its flag; the order is fixed, so
+results are bit-identical from run to run. Waits only point at higher workgroup ids of the same tile,
+whose first work that tile is, so they cannot form a cycle. Whoever adds a partial resets its flag to
+0 for the next launch. Sections the passes mark as whole-tile (data-parallel) get no fixup at all.
 """
 
 from __future__ import annotations
@@ -32,24 +44,37 @@ import sympy
 
 from . import control as C
 from .dimensions import Linear, MacroTileIndex, MacroTileNumber, SubDimension, User, Workgroup
-from .expr import index, to_int
+from .expr import Mod, index, to_int
 from .graph import CoordinateGraph
 from .params import bindings, parametrize
 from .passes.common import output_tile_numbers
 from .schedule import Section, section_walk, sections, tile_coords
 
-__all__ = ["OWNER", "fixup_dependencies", "launch_grids", "lower_to_control", "partial_slots"]
+__all__ = ["OWNER", "fixup_dependencies", "fixup_parent", "launch_grids", "lower_to_control", "partial_slots"]
 
 OWNER = "first split (holds k == 0)"
 
 
-def fixup_dependencies(schedule: list[list[tuple[int, int, int]]]) -> list[tuple[int, int]]:
-    """``(producer, owner)`` workgroup pairs: the owner of a shared tile waits for each producer's partial.
+def fixup_parent(sender: int, owner: int, senders: set[int]) -> int:
+    """The workgroup that adds ``sender``'s partial: ``sender - lowbit(sender)`` when that is one of the
+    tile's ``senders`` above ``owner``, else the owner (see the module docstring)."""
+    parent = sender - (sender & -sender) if sender > 0 else owner
+    return parent if parent > owner and parent in senders else owner
 
-    The owner is the workgroup that runs the tile's k == 0 iteration (:data:`OWNER`).
+
+def fixup_dependencies(schedule: list[list[tuple[int, int, int]]]) -> list[tuple[int, int]]:
+    """``(producer, consumer)`` workgroup pairs: the consumer waits for the producer's partial and adds it.
+
+    The tile's owner is the workgroup that runs its k == 0 iteration (:data:`OWNER`); the other workgroups
+    on the tile send their partials up the tree of :func:`fixup_parent`.
     """
     owner = {(m, n): wg for wg, work in enumerate(schedule) for m, n, k in work if k == 0}
-    deps = {(wg, owner[m, n]) for wg, work in enumerate(schedule) for m, n, _ in work if owner[m, n] != wg}
+    senders: dict[tuple[int, int], set[int]] = {}
+    for wg, work in enumerate(schedule):
+        for m, n, _ in work:
+            if owner[m, n] != wg:
+                senders.setdefault((m, n), set()).add(wg)
+    deps = {(q, fixup_parent(q, owner[t], s)) for t, s in senders.items() for q in s}
     return sorted(deps)
 
 
@@ -171,16 +196,29 @@ def _lower_section(
     if g.attrs.get("reduce"):  # every split stores its partial; the reduction kernel adds them
         cg.add(C.StorePartial(slot), outer)
         return
+    pw = section_walk(g, sec, index("peer"), sympy.Integer(0), sympy.Integer(0), tiles)
+
+    def shares(q: sympy.Expr) -> sympy.Expr:
+        """Workgroup ``q`` is a sender of this tile: its first iteration lies in tile ``(m, n)``."""
+        w = {index("peer"): q}
+        same = (sympy.Eq(pw[tc.m].xreplace(w), m), sympy.Eq(pw[tc.n].xreplace(w), n))
+        return sympy.And(sympy.Lt(q, workgroups), *(c.xreplace(w) for c in pw.in_bounds(tiles)), *same)
+
+    def collect(parent: int, q: sympy.Expr) -> None:
+        """Wait for sender ``q``'s partial, add it, reset its flag for the next launch."""
+        cg.add(C.Wait(q + slot_base * workgroups, 1), parent)
+        cg.add(C.AccumulatePartial(q + slot_base * workgroups), parent)
+        cg.add(C.Signal(q + slot_base * workgroups, 0), parent)
+
     send = cg.add(C.If(sympy.Ne(k0, 0)), outer)
+    child = index(f"child{sfx}")
+    kids = sympy.And(sympy.Eq(Mod(wg, 2 * (child - wg)), 0), shares(child))
+    collect(cg.add(C.ForLoop(child, wg + 1, kids, child - wg), send), child)
     cg.add(C.StorePartial(slot), send)
     cg.add(C.Signal(slot, 1), send)
     own = cg.add(C.If(sympy.Eq(k0, 0)), outer)
-    peer = index(f"peer{sfx}")
-    pw = section_walk(g, sec, peer, sympy.Integer(0), sympy.Integer(0), tiles)
-    shares = sympy.And(sympy.Lt(peer, workgroups), *pw.in_bounds(tiles), sympy.Eq(pw[tc.m], m), sympy.Eq(pw[tc.n], n))
-    peers = cg.add(C.ForLoop(peer, wg + 1, shares, sympy.Integer(1)), own)
-    peer_slot = peer + slot_base * workgroups
-    cg.add(C.Wait(peer_slot, 1), peers)
-    cg.add(C.AccumulatePartial(peer_slot), peers)
-    cg.add(C.Signal(peer_slot, 0), peers)
+    level = index(f"level{sfx}")
+    levels = cg.add(C.ForLoop(level, sympy.Integer(1), sympy.Lt(level, workgroups), level), own)
+    top = wg - Mod(wg, 2 * level) + level
+    collect(cg.add(C.If(sympy.And(sympy.Lt(Mod(wg, 2 * level), level), shares(top))), levels), top)
     cg.add(epilogue, own)

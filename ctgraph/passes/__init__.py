@@ -52,9 +52,7 @@ def check_transform(name: object) -> str:
     return name  # type: ignore[return-value]
 
 
-def pass_options(
-    name: str, workgroups: int, sk_batches: int | None = None, split: int | None = None
-) -> PassOptions:
+def pass_options(name: str, workgroups: int, sk_batches: int | None = None, split: int | None = None) -> PassOptions:
     """The options the pipeline ``name`` runs with. ``sk_batches`` (1 to 6, default 1) is for
     "streamk_hybrid" only: data-parallel plus that many waves of Stream-K work; ``split`` (default 4)
     for "splitk" only: K chunks per output tile."""

@@ -80,4 +80,3 @@ def splitk_reduce(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     g.add_edge(PassThrough(), inputs=[tiles], outputs=[wg])
     g.attrs["reduce"] = REDUCE
     return g
-

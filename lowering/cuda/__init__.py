@@ -246,7 +246,6 @@ class CudaProgram:
             return ops["out"].obj.get()
         return ops["out"].obj
 
-
     def _tensor_maps(self, a: int, b: int, d: int) -> list[Any]:
         """TMA descriptors of A (boxes of one CTA's rows x BK), B (boxes of BK/CLUSTER k-rows x 64 columns:
         one 128-byte swizzle span; each CTA of a cluster loads its share of the k-rows for all of them) and

@@ -143,8 +143,18 @@ def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swi
     unit = (ctypes.c_uint32 * 2)(1, 1)
     _check(
         _lib().cuTensorMapEncodeTiled(
-            ctypes.byref(tm), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ctypes.c_void_p(ptr), dims, strides, box, unit,
-            0, CU_TENSOR_MAP_SWIZZLE[swizzle], CU_TENSOR_MAP_L2_PROMOTION_256B, 0,
+            ctypes.byref(tm),
+            CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            2,
+            ctypes.c_void_p(ptr),
+            dims,
+            strides,
+            box,
+            unit,
+            0,
+            CU_TENSOR_MAP_SWIZZLE[swizzle],
+            CU_TENSOR_MAP_L2_PROMOTION_256B,
+            0,
         ),
         "cuTensorMapEncodeTiled",
     )

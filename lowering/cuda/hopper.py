@@ -430,8 +430,7 @@ class HopperCodegen(_Codegen):
         w, bn = self.w, self.L["BN"]
         if self.L["CLUSTER"] == 1:
             self.templates.add("mbar_arrive")
-        self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait",
-                           f"wgmma_n{bn}"}
+        self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", f"wgmma_n{bn}"}
         w("const unsigned rows_ = (tid_ >> 7) * 64 * BK * 2;  // this warpgroup's 64 rows of the A stage")
         empty = "empty_ + 8 * ((it_ + STAGES - 1) % STAGES)"
         if self.L["CLUSTER"] > 1:  # every producer of the cluster writes the stage: release it in every CTA

@@ -27,6 +27,7 @@ __device__ __forceinline__ void wgmma_n{n}(float* d, unsigned long long da, unsi
                  : "l"(da), "l"(db), "r"(scale_d));
 }}"""
 
+
 TEMPLATES: dict[str, str] = {
     # shared-memory address of a generic pointer (for cp.async / ldmatrix operands)
     "smem_addr": """

@@ -72,15 +72,16 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
     const int tid_ = threadIdx.x;
     const int lane_ = tid_ & 31, warp_m_ = (tid_ >> 5) / WN, warp_n_ = (tid_ >> 5) % WN;
     const int wg = blockIdx.x;
+    int child_sk = 0;
     int forK_dp = 0;
     int forK_sk = 0;
     int forTile_dp = 0;
     int forTile_sk = 0;
     int k = 0;
     int kStart = 0;
+    int level_sk = 0;
     int m = 0;
     int n = 0;
-    int peer_sk = 0;
     float acc[NACC];
     for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM; forTile_sk += forK_sk) {
         m = ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN));
@@ -211,6 +212,20 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             __syncthreads();
         }
         if (kStart != 0) {
+            for (child_sk = wg + 1; (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) < numTilesM; child_sk += child_sk - wg) {
+                if (tid_ == 0) {
+                    unsigned spins_ = 0, limit_ = 16777216u;
+                    while (ld_acquire(flags + (child_sk)) != 1u)
+                        if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                }
+                __syncthreads();
+                 {
+                    const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN);
+                    #pragma unroll
+                    for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                }
+                if (tid_ == 0) st_relaxed(flags + (child_sk), 0u);  // reset for the next launch
+            }
              {
                 float* ws_ = workspace + (size_t)(wg) * (BM * BN);
                 #pragma unroll
@@ -220,19 +235,21 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             if (tid_ == 0) red_release_add(flags + (wg), 1u);
         }
         if (kStart == 0) {
-            for (peer_sk = wg + 1; (numSKTilesPerWG*peer_sk / (numTilesK*numTilesN)) == m && ((numSKTilesPerWG*peer_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && peer_sk < numWGs && numSKTilesPerWG*peer_sk < numTilesSK && numSKTilesPerWG*peer_sk < totalTiles && (numSKTilesPerWG*peer_sk / (numTilesK*numTilesN)) < numTilesM; peer_sk += 1) {
-                if (tid_ == 0) {
-                    unsigned spins_ = 0, limit_ = 16777216u;
-                    while (ld_acquire(flags + (peer_sk)) != 1u)
-                        if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+            for (level_sk = 1; level_sk < numWGs; level_sk += level_sk) {
+                if ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && (numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) < numTilesM && (wg % (2*level_sk)) < level_sk) {
+                    if (tid_ == 0) {
+                        unsigned spins_ = 0, limit_ = 16777216u;
+                        while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk))))) != 1u)
+                            if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                    }
+                    __syncthreads();
+                     {
+                        const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN);
+                        #pragma unroll
+                        for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                    }
+                    if (tid_ == 0) st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))), 0u);  // reset for the next launch
                 }
-                __syncthreads();
-                 {
-                    const float* ws_ = workspace + (size_t)(peer_sk) * (BM * BN);
-                    #pragma unroll
-                    for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
-                }
-                if (tid_ == 0) st_relaxed(flags + (peer_sk), 0u);  // reset for the next launch
             }
             #pragma unroll
             for (int e_ = 0; e_ < NACC; e_ += 2) {

@@ -219,14 +219,15 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         unsigned it_ = 0;
         unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer
         float acc[NACC];
+        int child_sk = 0;
         int forK_dp = 0;
         int forK_sk = 0;
         int forTile_dp = 0;
         int forTile_sk = 0;
         int kStart = 0;
+        int level_sk = 0;
         int m = 0;
         int n = 0;
-        int peer_sk = 0;
         for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM; forTile_sk += forK_sk) {
             m = ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN));
             n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
@@ -263,6 +264,20 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
             }
             if (kStart != 0) {
+                for (child_sk = wg + 1; (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) < numTilesM; child_sk += child_sk - wg) {
+                    if (tid_ == 0) {
+                        unsigned spins_ = 0, limit_ = 16777216u;
+                        while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
+                            if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                    }
+                    bar_sync(1, THREADS);
+                     {
+                        const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
+                        #pragma unroll
+                        for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                    }
+                    if (tid_ == 0) st_relaxed(flags + (child_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
+                }
                  {
                     float* ws_ = workspace + (size_t)(wg) * (BM * BN) + cta_ * (THREADS * NACC);
                     #pragma unroll
@@ -272,19 +287,21 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (tid_ == 0) red_release_add(flags + (wg) * CLUSTER + cta_, 1u);
             }
             if (kStart == 0) {
-                for (peer_sk = wg + 1; (numSKTilesPerWG*peer_sk / (numTilesK*numTilesN)) == m && ((numSKTilesPerWG*peer_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && peer_sk < numWGs && numSKTilesPerWG*peer_sk < numTilesSK && numSKTilesPerWG*peer_sk < totalTiles && (numSKTilesPerWG*peer_sk / (numTilesK*numTilesN)) < numTilesM; peer_sk += 1) {
-                    if (tid_ == 0) {
-                        unsigned spins_ = 0, limit_ = 16777216u;
-                        while (ld_acquire(flags + (peer_sk) * CLUSTER + cta_) != 1u)
-                            if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                for (level_sk = 1; level_sk < numWGs; level_sk += level_sk) {
+                    if ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && (numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) < numTilesM && (wg % (2*level_sk)) < level_sk) {
+                        if (tid_ == 0) {
+                            unsigned spins_ = 0, limit_ = 16777216u;
+                            while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
+                                if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                        }
+                        bar_sync(1, THREADS);
+                         {
+                            const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN) + cta_ * (THREADS * NACC);
+                            #pragma unroll
+                            for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                        }
+                        if (tid_ == 0) st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_, 0u);  // reset for the next launch
                     }
-                    bar_sync(1, THREADS);
-                     {
-                        const float* ws_ = workspace + (size_t)(peer_sk) * (BM * BN) + cta_ * (THREADS * NACC);
-                        #pragma unroll
-                        for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
-                    }
-                    if (tid_ == 0) st_relaxed(flags + (peer_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
                 }
                  {
                     const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier

@@ -130,21 +130,21 @@ def test_seed_streamk_loop_structure(seed_streamk):
     rest = body[5:]
     assert rest and all(isinstance(cg[t], C.If) for t in rest)
     send = [t for t in rest if C.StorePartial in kinds(cg, subtree(cg, t))]
-    recv = [t for t in rest if C.Wait in kinds(cg, subtree(cg, t))]
+    recv = [t for t in rest if C.Epilogue in kinds(cg, subtree(cg, t))]
     assert len(send) == 1 and len(recv) == 1 and send != recv
-    assert kinds(cg, cg.body(send[0])) == [C.StorePartial, C.Signal]
-    store, signal = (cg[t] for t in cg.body(send[0]))
+    # a sender adds its children's partials (the fixup tree), then stores its own and signals
+    assert kinds(cg, cg.body(send[0])) == [C.ForLoop, C.StorePartial, C.Signal]
+    _, store, signal = (cg[t] for t in cg.body(send[0]))
     assert signal.value == 1 and signal.flag == store.slot
 
-    (peer_loop,) = [t for t in cg.body(recv[0]) if isinstance(cg[t], C.ForLoop)]
-    peer_body = cg.body(peer_loop)
-    assert kinds(cg, peer_body)[:2] == [C.Wait, C.AccumulatePartial]
-    wait, accumulate = cg[peer_body[0]], cg[peer_body[1]]
-    assert wait.value == 1 and wait.flag == accumulate.slot
-    assert cg[peer_loop].counter in wait.flag.free_symbols
-    # the owner resets the flag it consumed, so the next call starts from zero flags
-    resets = [cg[t] for t in peer_body[2:] if isinstance(cg[t], C.Signal)]
-    assert resets and resets[0].value == 0 and resets[0].flag == wait.flag
+    for parent in (send[0], recv[0]):
+        (holder,) = [t for t in subtree(cg, parent) if C.Wait in kinds(cg, cg.body(t))]
+        peer_body = cg.body(holder)
+        assert kinds(cg, peer_body) == [C.Wait, C.AccumulatePartial, C.Signal]
+        wait, accumulate, reset = (cg[t] for t in peer_body)
+        assert wait.value == 1 and wait.flag == accumulate.slot
+        # whoever adds a partial resets its flag, so the next call starts from zero flags
+        assert reset.value == 0 and reset.flag == wait.flag
 
     # exactly one Epilogue, after the partials were added, and guarded by the same If (the owner)
     order = [t for t, _ in cg.walk()]
@@ -411,6 +411,8 @@ class Interpreter:
         ((1, 1, 1), (16, 16, 8), 3),
         ((20, 30, 5), (16, 16, 8), 1),
         ((24, 32, 16), (8, 16, 4), 7),
+        ((20, 18, 300), (16, 16, 4), 37),  # ~9 workgroups per tile: a fixup tree several levels deep
+        ((16, 16, 512), (16, 16, 8), 23),  # one tile, 22 senders
     ],
 )
 def test_interpreted_control_graph_computes_the_gemm(transform, shape, tile, workgroups):

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctgraph
+from ctgraph.lower import fixup_parent
 from lowering.cpu import jit
 
 TILES = {
@@ -230,30 +231,34 @@ def test_random_problems(transform, tile, m, n, k, workgroups, dtype):
 
 def emulate(kern, A, B, C, alpha, beta):
     """numpy fp32 emulation of the documented arithmetic: per workgroup segment of a tile, products summed
-    in k order (control.Multiply); the owner's (k == 0) partial, then each peer's partial in workgroup
-    order (lower.py's fixup); then ``alpha*acc + beta*C`` in fp32, rounded once to the GEMM's dtype."""
+    in k order (control.Multiply); each workgroup's partial plus its children's sums in increasing
+    workgroup order, up the fixup tree to the owner (lower.py's fixup); then ``alpha*acc + beta*C`` in
+    fp32, rounded once to the GEMM's dtype."""
     p = kern.problem
     bm, bn, bk = p.macro_tile
     A32, B32 = A.astype(np.float32), B.astype(np.float32)
     segments = {}
     for w, work in enumerate(kern.schedule()):
         for mi, ni, ki in work:
-            parts = segments.setdefault((mi, ni), [])
-            if not parts or parts[-1][0] != w:
-                parts.append((w, []))
-            parts[-1][1].append(ki)
+            segments.setdefault((mi, ni), {}).setdefault(w, []).append(ki)
     D = np.empty((p.m, p.n), dtype=np.float32)
     for (mi, ni), parts in segments.items():
         rows, cols = slice(mi * bm, (mi + 1) * bm), slice(ni * bn, (ni + 1) * bn)
-        assert parts[0][1][0] == 0  # the first workgroup on a tile holds k == 0: the owner
-        acc = None
-        for _, ks in parts:
-            part = np.zeros(D[rows, cols].shape, dtype=np.float32)
-            for ki in ks:
+        owner = min(parts)
+        assert parts[owner][0] == 0  # the first workgroup on a tile holds k == 0: the owner
+        senders = set(parts) - {owner}
+        children = {w: sorted(q for q in senders if fixup_parent(q, owner, senders) == w) for w in parts}
+
+        def total(w, rows=rows, cols=cols, parts=parts, children=children):
+            acc = np.zeros(D[rows, cols].shape, dtype=np.float32)
+            for ki in parts[w]:
                 for kk in range(ki * bk, min((ki + 1) * bk, p.k)):
-                    part += np.outer(A32[rows, kk], B32[kk, cols])
-            acc = part if acc is None else acc + part
-        val = np.float32(alpha) * acc
+                    acc += np.outer(A32[rows, kk], B32[kk, cols])
+            for c in children[w]:
+                acc = acc + total(c)
+            return acc
+
+        val = np.float32(alpha) * total(owner)
         if beta != 0:
             val = val + np.float32(beta) * C[rows, cols].astype(np.float32)
         D[rows, cols] = val

@@ -250,3 +250,35 @@ def test_run_order_fabricated_chain():
     schedule = [[(0, 0, 0)], [(0, 0, 1), (0, 1, 0)], [(0, 1, 1)]]
     assert fixup_dependencies(schedule) == [(1, 0), (2, 1)]
     assert run_order(schedule) == [2, 1, 0]
+
+
+@pytest.mark.parametrize(
+    ("owner", "senders", "parents"),
+    [
+        (0, range(1, 13), {1: 0, 2: 0, 3: 2, 4: 0, 5: 4, 6: 4, 7: 6, 8: 0, 9: 8, 10: 8, 11: 10, 12: 8}),
+        (5, range(6, 14), {6: 5, 7: 6, 8: 5, 9: 8, 10: 8, 11: 10, 12: 8, 13: 12}),
+        (3, range(4, 5), {4: 3}),
+    ],
+)
+def test_fixup_tree(owner, senders, parents):
+    """Senders add up in a binomial tree over workgroup ids: q's parent is q - lowbit(q) when that is a
+    sender of the same tile, else the owner."""
+    schedule = [[] for _ in range(max(senders) + 1)]
+    schedule[owner].append((0, 0, 0))
+    for k, q in enumerate(senders, start=1):
+        schedule[q].append((0, 0, k))
+    assert dict(fixup_dependencies(schedule)) == parents
+    order = run_order(schedule)
+    assert order[-1] == owner
+
+
+def test_fixup_tree_is_logarithmically_deep():
+    """With 100 senders on one tile the longest chain of waits is 6 = floor(log2(100)) partials deep, not 100."""
+    schedule = [[(0, 0, k)] for k in range(101)]
+    parent = dict(fixup_dependencies(schedule))
+
+    def depth(q):
+        return 0 if q == 0 else 1 + depth(parent[q])
+
+    assert max(depth(q) for q in range(1, 101)) == 6
+    assert sorted(parent) == list(range(1, 101))

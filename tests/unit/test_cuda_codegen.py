@@ -86,18 +86,34 @@ SPLITS = {"splitk": {"split": 4}, "splitk_reduce": {"split": 4}}
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk", "splitk_reduce"])
 def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
     g = ctgraph.gemm(1000, 1000, 1000, macro_tile=tile)
-    kern = ctgraph.compile(g, transform=transform, workgroups=1024, target="cuda", build=False, mainloop="wgmma",
-                           **SPLITS.get(transform, {}))
+    kern = ctgraph.compile(
+        g,
+        transform=transform,
+        workgroups=1024,
+        target="cuda",
+        build=False,
+        mainloop="wgmma",
+        **SPLITS.get(transform, {}),
+    )
     assert kern.program.variant == "wgmma"
     assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
     ptx = kern.ptx
-    for op in (f"wgmma.mma_async.sync.aligned.m64n{tile[1]}k16.f32.f16.f16", "wgmma.wait_group",
-               "cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "setmaxnreg"):
+    for op in (
+        f"wgmma.mma_async.sync.aligned.m64n{tile[1]}k16.f32.f16.f16",
+        "wgmma.wait_group",
+        "cp.async.bulk.tensor.2d",
+        "mbarrier.try_wait.parity",
+        "mbarrier.arrive.expect_tx",
+        "setmaxnreg",
+    ):
         assert op in ptx, op
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
     # the epilogue stores D by TMA from staged boxes (split-K's first kernel only stores partials)
-    tma_store = ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group", "fence.proxy.async.shared::cta",
-                 "cp.async.bulk.wait_group.read")
+    tma_store = (
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
+        "fence.proxy.async.shared::cta",
+        "cp.async.bulk.wait_group.read",
+    )
     assert all(op in ptx for op in tma_store) == (transform != "splitk_reduce")
     fixup = ("ld.acquire.gpu", "red.release.gpu")
     spins = transform not in ("dataparallel", "splitk_reduce")
@@ -107,8 +123,10 @@ def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
 def test_hopper_source_is_deterministic_and_shape_free():
     def src(shape):
         g = ctgraph.gemm(*shape, macro_tile=(128, 256, 64))
-        return ctgraph.compile(g, transform="streamk2tile", workgroups=132, target="cuda", build=False,
-                               mainloop="wgmma").source
+        return ctgraph.compile(
+            g, transform="streamk2tile", workgroups=132, target="cuda", build=False, mainloop="wgmma"
+        ).source
+
     assert src((1000, 1000, 1000)) == src((1000, 1000, 1000)) == src((8192, 64, 4096))
 
 
@@ -119,8 +137,16 @@ def test_golden_hopper_cu():
 
 @pytest.mark.parametrize(
     ("tile", "cluster"),
-    [((128, 128, 16), 1), ((256, 192, 64), 1), ((192, 256, 64), 1), ((128, 96, 64), 1), ((128, 320, 64), 1),
-     ((320, 64, 64), 1), ((64, 64, 32), 2), ((192, 128, 64), 2)],
+    [
+        ((128, 128, 16), 1),
+        ((256, 192, 64), 1),
+        ((192, 256, 64), 1),
+        ((128, 96, 64), 1),
+        ((128, 320, 64), 1),
+        ((320, 64, 64), 1),
+        ((64, 64, 32), 2),
+        ((192, 128, 64), 2),
+    ],
     ids=str,
 )
 def test_wgmma_refuses_tiles_it_cannot_run(tile, cluster):
@@ -144,14 +170,27 @@ def test_register_split_fits_the_register_file(consumers, budget):
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
 def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform):
     g = ctgraph.gemm(1000, 1000, 1000, macro_tile=(256, 256, 64))
-    kern = ctgraph.compile(g, transform=transform, workgroups=66, target="cuda", build=False, mainloop="wgmma",
-                           cluster=2, **SPLITS.get(transform, {}))
+    kern = ctgraph.compile(
+        g,
+        transform=transform,
+        workgroups=66,
+        target="cuda",
+        build=False,
+        mainloop="wgmma",
+        cluster=2,
+        **SPLITS.get(transform, {}),
+    )
     src = kern.source
     assert "__cluster_dims__(ctg::CLUSTER, 1, 1)" in src and "constexpr int CTA_M = 128;" in src
     assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
     ptx = kern.ptx
-    for op in ("multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster", "barrier.cluster.wait",
-               "%cluster_ctarank"):
+    for op in (
+        "multicast::cluster",
+        "mapa.shared::cluster",
+        "mbarrier.arrive.shared::cluster",
+        "barrier.cluster.wait",
+        "%cluster_ctarank",
+    ):
         assert op in ptx, op
     if transform not in ("dataparallel", "splitk_reduce"):
         assert "flags + (wg) * CLUSTER + cta_" in src
@@ -166,14 +205,17 @@ def test_wgmma_refuses_float32_and_other_arches():
         _ = cuda_kernel("streamk", mainloop="tcgen05").source
 
 
-@pytest.mark.parametrize(("cc", "tile", "dtype", "shape", "variant"), [
-    ((9, 0), (128, 128, 32), "float16", (1000, 1000, 1000), "wgmma"),
-    ((9, 0), (128, 128, 32), "float16", (1000, 1001, 1000), "scalar"),  # n % 8: no TMA rows
-    ((9, 0), (128, 128, 16), "float16", (1000, 1000, 1000), "vector"),  # BK=16: not a wgmma tile
-    ((9, 0), (128, 128, 32), "float32", (1000, 1000, 1000), "scalar"),
-    ((8, 0), (128, 128, 32), "float16", (1000, 1000, 1000), "vector"),  # not Hopper
-    (None, (128, 128, 32), "float16", (1000, 1000, 1000), "vector"),  # no GPU (CI)
-])
+@pytest.mark.parametrize(
+    ("cc", "tile", "dtype", "shape", "variant"),
+    [
+        ((9, 0), (128, 128, 32), "float16", (1000, 1000, 1000), "wgmma"),
+        ((9, 0), (128, 128, 32), "float16", (1000, 1001, 1000), "scalar"),  # n % 8: no TMA rows
+        ((9, 0), (128, 128, 16), "float16", (1000, 1000, 1000), "vector"),  # BK=16: not a wgmma tile
+        ((9, 0), (128, 128, 32), "float32", (1000, 1000, 1000), "scalar"),
+        ((8, 0), (128, 128, 32), "float16", (1000, 1000, 1000), "vector"),  # not Hopper
+        (None, (128, 128, 32), "float16", (1000, 1000, 1000), "vector"),  # no GPU (CI)
+    ],
+)
 def test_auto_mainloop_follows_the_device(monkeypatch, cc, tile, dtype, shape, variant):
     from lowering.cuda import driver
 

@@ -69,8 +69,23 @@ def test_dump_rejects_other_objects(tmp_path):
         ctgraph.dump(object(), tmp_path / "g.dot")
 
 
-SEED_ARGS = ["compile", "--m", "160", "--n", "192", "--k", "4096", "--tile", "16", "16", "8",
-             "--transform", "streamk2tile", "--workgroups", "32"]
+SEED_ARGS = [
+    "compile",
+    "--m",
+    "160",
+    "--n",
+    "192",
+    "--k",
+    "4096",
+    "--tile",
+    "16",
+    "16",
+    "8",
+    "--transform",
+    "streamk2tile",
+    "--workgroups",
+    "32",
+]
 
 
 def run(argv):
@@ -95,8 +110,28 @@ def test_cli_compile_seed(tmp_path, capsys):
 
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 def test_cli_transforms(transform, capsys):
-    assert run(["compile", "--m", "33", "--n", "17", "--k", "70", "--tile", "16", "16", "8",
-                "--transform", transform, "--workgroups", "4"]) == 0
+    assert (
+        run(
+            [
+                "compile",
+                "--m",
+                "33",
+                "--n",
+                "17",
+                "--k",
+                "70",
+                "--tile",
+                "16",
+                "16",
+                "8",
+                "--transform",
+                transform,
+                "--workgroups",
+                "4",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert f"transform: {transform}" in text and "3 x 2 = 6 output tiles" in text
 

@@ -52,6 +52,7 @@ def check_bijection(edge, in_sizes, out_sizes):
 
 # --- the DESIGN.md example ------------------------------------------------------------------------
 
+
 def test_design_example():
     g = CoordinateGraph()
     a = g.add_dimension(Linear(size=96))
@@ -67,6 +68,7 @@ def test_design_example():
 
 
 # --- exact round trips, one per edge type ---------------------------------------------------------
+
 
 @pytest.mark.parametrize(("n", "t"), [(12, 4), (6, 1), (5, 5), (1, 1)])
 def test_tile(n, t):
@@ -152,6 +154,7 @@ def test_passthrough():
 
 # --- Sunder ---------------------------------------------------------------------------------------
 
+
 def check_sunder(parts):
     n = sum(parts)
     out_sizes = [*parts, len(parts)]
@@ -222,6 +225,7 @@ def test_sunder_graph_walk_with_numeric_selector():
 
 
 # --- arity and graph-building errors ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("edge", "n_in", "n_out"),
@@ -296,7 +300,7 @@ def test_flatten_random(sizes):
 @FAST
 @given(st.lists(small, min_size=1, max_size=3), st.booleans())
 def test_split_random(sizes, explicit):
-    strides = tuple(math.prod(sizes[j + 1:]) for j in range(len(sizes))) if explicit else None
+    strides = tuple(math.prod(sizes[j + 1 :]) for j in range(len(sizes))) if explicit else None
     check_bijection(Split(strides=strides), [math.prod(sizes)], sizes)
 
 

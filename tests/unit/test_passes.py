@@ -123,8 +123,15 @@ def test_cases_cover_every_regime():
 
 @pytest.mark.parametrize(
     ("T", "kt", "g", "want"),
-    [(120, 512, 32, (28672, 32768)), (8, 3, 4, (0, 24)), (3, 5, 8, (15, 0)), (1, 1, 1, (0, 1)),
-     (5, 2, 4, (10, 0)), (9, 2, 4, (10, 8)), (7, 4, 7, (0, 28))],
+    [
+        (120, 512, 32, (28672, 32768)),
+        (8, 3, 4, (0, 24)),
+        (3, 5, 8, (15, 0)),
+        (1, 1, 1, (0, 1)),
+        (5, 2, 4, (10, 0)),
+        (9, 2, 4, (10, 8)),
+        (7, 4, 7, (0, 28)),
+    ],
 )
 def test_split_sk_dp(T, kt, g, want):
     assert tuple(int(v) for v in split_sk_dp(T, kt, g)) == want
@@ -295,8 +302,9 @@ def test_compile_rejects_non_gemm_graph():
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 def test_dump_env_writes_one_dot_per_step(transform, tmp_path, monkeypatch):
     monkeypatch.setenv("CTGRAPH_DUMP", str(tmp_path))
-    kern = ctgraph.compile(ctgraph.gemm(33, 17, 70, macro_tile=(16, 16, 8)), transform=transform,
-                           workgroups=4, target="cpu")
+    kern = ctgraph.compile(
+        ctgraph.gemm(33, 17, 70, macro_tile=(16, 16, 8)), transform=transform, workgroups=4, target="cpu"
+    )
     steps = PIPELINES[transform]
     files = sorted(p.name for p in tmp_path.glob("*.dot"))
     want = [f"{transform}-{i}-{step.__name__}.dot" for i, step in enumerate(steps, 1)]
