@@ -138,7 +138,9 @@ def calibrate_tiles(
 ) -> tuple[tuple[TileCost, ...], list[dict[str, Any]]]:
     """Fit each candidate tile's costs (:mod:`ctgraph.tiles`) on this GPU: data-parallel kernels over exactly
     ``waves x g`` tiles of ``kt`` iterations take ``launch + waves * (t0 + kt * c)``; least squares over
-    waves in {1, 2} and kt in {2, 8, 32}."""
+    waves in {1, 2} and kt in {8, 32, 96}, each once with K and N whole 128-byte lines (``c``) and once
+    8 elements short of that (``c_unaligned``, the same tiles and iterations). K up to 96 iterations makes
+    the operands outgrow the L2, as in real GEMMs, so ``c`` includes the traffic a tile shape causes."""
     import torch
 
     import ctgraph
@@ -151,23 +153,26 @@ def calibrate_tiles(
         g, cluster = probe.workgroups, probe.program.layout.get("CLUSTER", 1)
         X, y = [], []
         for waves in (1, 2):
-            for kt in (2, 8, 32):
-                tm, tn = _grid_shape(waves * g)
-                m, n, k = tm * bm, tn * bn, kt * bk
-                kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda")
-                A = torch.randn(m, k, device="cuda", dtype=torch.float16)
-                B = torch.randn(k, n, device="cuda", dtype=torch.float16)
-                D = torch.empty(m, n, device="cuda", dtype=torch.float16)
+            for kt in (8, 32, 96):
+                for short in (0, 8):
+                    tm, tn = _grid_shape(waves * g)
+                    m, n, k = tm * bm, tn * bn - short, kt * bk - short
+                    kern = ctgraph.compile(
+                        ctgraph.gemm(m, n, k, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda"
+                    )
+                    A = torch.randn(m, k, device="cuda", dtype=torch.float16)
+                    B = torch.randn(k, n, device="cuda", dtype=torch.float16)
+                    D = torch.empty(m, n, device="cuda", dtype=torch.float16)
 
-                def run(kern=kern, A=A, B=B, D=D):
-                    return kern(A, B, out=D, stream=torch.cuda.current_stream())
+                    def run(kern=kern, A=A, B=B, D=D):
+                        return kern(A, B, out=D, stream=torch.cuda.current_stream())
 
-                seconds = _kernel_time(run, reps=REPS)
-                X.append([1, waves, waves * kt])
-                y.append(seconds)
-                rows.append({"tile": (bm, bn, bk), "m": m, "n": n, "k": k, "g": g, "seconds": seconds})
-                if progress:
-                    print(f"{(bm, bn, bk)} {m}x{n}x{k} g={g}: {seconds * 1e6:8.1f} us", flush=True)
-        launch, t0, c = (float(v) for v in nnls(np.array(X, dtype=float), np.array(y)))
-        costs.append(TileCost((bm, bn, bk), launch, t0, c, cluster))
+                    seconds = _kernel_time(run, reps=REPS)
+                    X.append([1, waves, waves * kt * (not short), waves * kt * bool(short)])
+                    y.append(seconds)
+                    rows.append({"tile": (bm, bn, bk), "m": m, "n": n, "k": k, "g": g, "seconds": seconds})
+                    if progress:
+                        print(f"{(bm, bn, bk)} {m}x{n}x{k} g={g}: {seconds * 1e6:8.1f} us", flush=True)
+        launch, t0, c, c_unaligned = (float(v) for v in nnls(np.array(X, dtype=float), np.array(y)))
+        costs.append(TileCost((bm, bn, bk), launch, t0, c, cluster, c_unaligned))
     return tuple(costs), rows

@@ -2,12 +2,17 @@
 
 A big tile does more math per byte loaded but makes fewer tiles, so small GEMMs leave SMs idle and
 every GEMM pays a last, partly empty wave; a small tile fills the GPU but runs slower per FLOP. Each
-candidate tile has three measured costs on a loaded GPU: ``launch`` per kernel, ``t0`` per output tile
+candidate tile has measured costs on a loaded GPU: ``launch`` per kernel, ``t0`` per output tile
 (pipeline fill, epilogue) and ``c`` per ``BM x BN x BK`` iteration, and runs ``g = SMs / cluster``
-workgroups at once. For ``T`` tiles of ``kt`` iterations the cheaper of the two schedules is predicted::
+workgroups at once. ``c`` has two values: rows of A and B that start on 128-byte lines (``K`` and ``N``
+multiples of 64 fp16 elements), and rows that do not, where each 128-byte TMA box row straddles two
+lines and single-CTA tiles lose up to a quarter of their speed; a cluster that multicasts B reads
+less per CTA and loses little. For ``T`` tiles of ``kt`` iterations the cheaper of the two schedules is predicted::
 
     data-parallel:  launch + ceil(T / g) * (t0 + kt * c)
-    Stream-K:       launch + (T * kt / g) * c + (T / g + 2) * t0    (iterations shared out; fixup seams)
+    Stream-K:       launch + (T * kt / g) * c + (T / g + 2 + log2(ceil(g / T))) * t0
+                    (iterations shared out; fixup seams; ceil(g / T) workgroups on a tile add their
+                    partials up a tree log2 of that deep)
 
 and :func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger
 tile). ``python -m ctgraph calibrate --tiles`` measures the costs on the GPU at hand
@@ -23,8 +28,10 @@ from dataclasses import dataclass
 __all__ = ["CANDIDATES", "H100", "TileCost", "choose_tile", "predict"]
 
 DEFAULT_TILE = (128, 128, 32)
+LINE = 128  # bytes: the L2 line a TMA box row should start on
 CANDIDATES: tuple[tuple[int, int, int], ...] = (
     (256, 256, 64),
+    (256, 192, 64),
     (256, 128, 64),
     (128, 256, 64),
     (128, 192, 64),
@@ -37,25 +44,34 @@ CANDIDATES: tuple[tuple[int, int, int], ...] = (
 @dataclass(frozen=True)
 class TileCost:
     """Measured costs of one macro tile on a loaded GPU, in seconds: ``launch`` per kernel, ``t0`` per output
-    tile of a workgroup (pipeline fill, epilogue), ``c`` per K iteration; and the SMs a workgroup occupies."""
+    tile of a workgroup (pipeline fill, epilogue), ``c`` per K iteration with 128-byte aligned rows and
+    ``c_unaligned`` without (default ``c``); and the SMs a workgroup occupies."""
 
     tile: tuple[int, int, int]
     launch: float
     t0: float
     c: float
     sms_per_workgroup: int = 1
+    c_unaligned: float | None = None
+
+    def per_iteration(self, n: int, k: int, itemsize: int = 2) -> float:
+        """``c`` for B's and A's rows of ``n`` and ``k`` elements: aligned when both are whole 128-byte lines."""
+        aligned = (n * itemsize) % LINE == 0 and (k * itemsize) % LINE == 0
+        return self.c if aligned or self.c_unaligned is None else self.c_unaligned
 
 
 # NOTE: fitted by `python -m ctgraph calibrate --tiles` on an H100 SXM (132 SMs), 2026-11-23: wgmma path
-# with the TMA-store epilogue; within 9% of every measured time (docs/benchmarks.md).
+# with the TMA-store epilogue (docs/benchmarks.md). Rows that straddle 128-byte lines cost single-CTA tiles
+# about 1.9x per iteration, the clusters (B multicast) about 1.2-1.3x.
 H100: tuple[TileCost, ...] = (
-    TileCost((256, 256, 64), 4.17e-6, 2.62e-6, 0.696e-6, 2),
-    TileCost((256, 128, 64), 2.43e-6, 2.13e-6, 0.822e-6),
-    TileCost((128, 256, 64), 1.97e-6, 3.14e-6, 0.726e-6),
-    TileCost((128, 192, 64), 2.70e-6, 2.19e-6, 0.539e-6),
-    TileCost((128, 128, 64), 2.93e-6, 1.22e-6, 0.463e-6),
-    TileCost((64, 128, 64), 2.07e-6, 1.16e-6, 0.341e-6),
-    TileCost((64, 64, 64), 2.07e-6, 0.80e-6, 0.298e-6),
+    TileCost((256, 256, 64), 3.86e-6, 2.13e-6, 0.714e-6, 2, 0.865e-6),
+    TileCost((256, 192, 64), 4.13e-6, 1.18e-6, 0.567e-6, 2, 0.754e-6),
+    TileCost((256, 128, 64), 1.05e-6, 2.02e-6, 0.857e-6, 1, 1.295e-6),
+    TileCost((128, 256, 64), 0.00e-6, 3.29e-6, 0.750e-6, 1, 1.339e-6),
+    TileCost((128, 192, 64), 0.00e-6, 2.53e-6, 0.580e-6, 1, 1.105e-6),
+    TileCost((128, 128, 64), 0.74e-6, 1.27e-6, 0.492e-6, 1, 0.897e-6),
+    TileCost((64, 128, 64), 0.29e-6, 1.53e-6, 0.352e-6, 1, 0.677e-6),
+    TileCost((64, 64, 64), 1.94e-6, 0.73e-6, 0.299e-6, 1, 0.424e-6),
 )
 
 
@@ -64,8 +80,9 @@ def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
     bm, bn, bk = cost.tile
     tiles, kt = math.ceil(m / bm) * math.ceil(n / bn), math.ceil(k / bk)
     g = max(1, sms // cost.sms_per_workgroup)
-    dp = math.ceil(tiles / g) * (cost.t0 + kt * cost.c)
-    sk = tiles * kt / g * cost.c + (tiles / g + 2) * cost.t0
+    c = cost.per_iteration(n, k)
+    dp = math.ceil(tiles / g) * (cost.t0 + kt * c)
+    sk = tiles * kt / g * c + (tiles / g + 2 + math.log2(math.ceil(g / tiles))) * cost.t0
     return cost.launch + min(dp, sk)
 
 

@@ -31,16 +31,43 @@ def test_predict_is_waves_of_tiles_or_shared_iterations():
     assert predict(cost, 12 * 128, 11 * 128, 256) == pytest.approx(2e-6 + 1e-6 + 4 * 0.5e-6)
     # 133 tiles: a second, almost empty wave costs data-parallel a whole tile; Stream-K shares it out
     dp = 2 * (1e-6 + 4 * 0.5e-6)
-    sk = 133 * 4 / 132 * 0.5e-6 + (133 / 132 + 2) * 1e-6
+    sk = 133 * 4 / 132 * 0.5e-6 + (133 / 132 + 2 + 0) * 1e-6  # one workgroup per tile: no fixup tree
     assert predict(cost, 133 * 128, 128, 256) == pytest.approx(2e-6 + min(dp, sk))
 
 
+def test_stream_k_pays_for_its_fixup_tree():
+    cost = TileCost((128, 128, 64), launch=0.0, t0=1e-6, c=0.5e-6)
+    # one tile of 1024 iterations over 128 workgroups: partials add up a tree log2(128) = 7 deep
+    sk = 1024 / 128 * 0.5e-6 + (1 / 128 + 2 + 7) * 1e-6
+    assert predict(cost, 128, 128, 1024 * 64, sms=128) == pytest.approx(sk)
+
+
 def test_small_gemms_get_small_tiles_and_big_ones_big_tiles():
-    assert choose_tile(200, 688, 128) == (64, 64, 64)
+    bm, bn, _ = choose_tile(200, 688, 128)
+    assert bm * bn <= 64 * 128
     assert choose_tile(8192, 8192, 8192) == (256, 256, 64)
-    assert choose_tile(1, 1, 1) == (64, 64, 64)
+    bm, bn, _ = choose_tile(1, 1, 1)
+    assert bm * bn <= 64 * 128
     bm, bn, _ = choose_tile(4096, 4096, 4096)
     assert bm * bn >= 128 * 256
+
+
+def test_rows_off_128_byte_lines_cost_the_unaligned_rate():
+    cost = TileCost((128, 128, 64), launch=0.0, t0=1e-6, c=0.5e-6, c_unaligned=0.9e-6)
+    assert cost.per_iteration(4096, 4096) == 0.5e-6  # 8192-byte rows: whole lines
+    assert cost.per_iteration(4096, 4100) == 0.9e-6  # A's rows (K) straddle lines
+    assert cost.per_iteration(4104, 4096) == 0.9e-6  # B's rows (N) straddle lines
+    assert TileCost((64, 64, 64), 0.0, 1e-6, 0.5e-6).per_iteration(10, 10) == 0.5e-6  # no separate rate
+    # 1 wave of 132 tiles, 4 iterations
+    assert predict(cost, 12 * 128, 11 * 128, 256) == pytest.approx(1e-6 + 4 * 0.5e-6)
+    assert predict(cost, 12 * 128, 11 * 128 - 8, 256) == pytest.approx(1e-6 + 4 * 0.9e-6)
+
+
+def test_unaligned_big_gemms_get_a_multicasting_cluster():
+    """On the H100 a cluster that multicasts B loses far less to unaligned rows than a single CTA."""
+    for shape in ((2384, 3888, 7592), (4968, 3752, 2056), (1408, 1560, 7000)):
+        tile = choose_tile(*shape)
+        assert next(c for c in H100 if c.tile == tile).sms_per_workgroup == 2, shape
 
 
 @given(st.integers(1, 20000), st.integers(1, 20000), st.integers(1, 70000))
