@@ -136,10 +136,14 @@ class TuningTable:
         return cls(device, filters, rows, tile_name(macro_tile))
 
     def applies(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
-        """Whether this table's timings were taken with ``macro_tile`` for this shape."""
-        if self.macro_tile == "auto":
-            return macro_tile == choose_tile(m, n, k, dtype)
-        return self.macro_tile == tile_name(macro_tile)
+        """Whether this table's timings were taken with ``macro_tile`` for this shape. A table tuned with
+        ``"auto"`` records each shape's tile (``row["tile"]``): when ``choose_tile`` has changed since, the
+        timings are of another tile and do not apply."""
+        if self.macro_tile != "auto":
+            return self.macro_tile == tile_name(macro_tile)
+        row = next((r for r in self.rows if (r["m"], r["n"], r["k"], r["dtype"]) == (m, n, k, dtype)), None)
+        tuned = row.get("tile") if row is not None else None
+        return tile_name(macro_tile) == tuned if tuned else macro_tile == choose_tile(m, n, k, dtype)
 
     def candidates(self, m: int, n: int, k: int, dtype: str) -> list[str]:
         key = shape_key(m, n, k, dtype)

@@ -1,7 +1,8 @@
 """``python -m ctgraph tune shapes.csv``: measure every policy on every shape and build the tuning table.
 
-For each shape (fp16, the given macro tile) each policy of :data:`ctgraph.policy.POLICIES` is timed
-(kernel time, as the benchmark); the fastest one's Bloom filter gets the shape. The table goes to the
+For each shape (fp16, the given macro tile, recorded per row) each policy of
+:data:`ctgraph.policy.POLICIES` is timed (kernel time, as the benchmark); the fastest one's Bloom filter
+gets the shape. The table goes to the
 cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``transform="auto"`` finds it, and to ``--out``
 when given (the shipped table is made that way). Needs torch and a GPU.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .policy import POLICIES, TuningTable, user_table_path
+from .policy import POLICIES, TuningTable, tile_name, user_table_path
 
 __all__ = ["tune"]
 
@@ -53,7 +54,8 @@ def tune(
             times[p.name] = _kernel_time(run, reps=10)
         device = device or drv.Context.get_device().name()
         best = min(times, key=lambda name: times[name])
-        rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "best": best, "seconds": times})
+        tile = tile_name(g.attrs["gemm"].macro_tile)
+        rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": times})
         if progress:
             print(f"{m}x{n}x{k}: {best} ({2 * m * n * k / times[best] / 1e12:.0f} TF)", flush=True)
     table = TuningTable.build(device or "unknown", rows, macro_tile=macro_tile)

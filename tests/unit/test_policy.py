@@ -98,3 +98,24 @@ def test_auto_on_the_cpu():
         ctgraph.compile(g, transform="auto", sk_batches=2, target="cpu")
     with pytest.raises(ValueError, match="needs the GPU"):
         ctgraph.compile(g, transform="auto", target="cuda", build=False)
+
+
+def test_auto_table_applies_only_to_the_tile_each_shape_was_timed_with():
+    """A table tuned with macro_tile="auto" records each shape's tile; once choose_tile picks another tile
+    for a shape, that shape's timings no longer apply (the grid model decides)."""
+    from ctgraph.tiles import choose_tile
+
+    now = choose_tile(4000, 3000, 2000)
+    other = (64, 64, 64) if now != (64, 64, 64) else (128, 128, 64)
+    rows = [
+        {"m": 4000, "n": 3000, "k": 2000, "dtype": "float16", "tile": "x".join(map(str, now)), "best": "streamk/model"},
+        {"m": 5000, "n": 3000, "k": 2000, "dtype": "float16", "tile": "64x64x64", "best": "streamk/model"},
+        {"m": 6000, "n": 3000, "k": 2000, "dtype": "float16", "best": "streamk/model"},  # a table without tiles
+    ]
+    table = TuningTable.build("Test GPU", rows, macro_tile="auto")
+    assert table.applies(4000, 3000, 2000, "float16", now)
+    assert not table.applies(4000, 3000, 2000, "float16", other)
+    assert table.applies(5000, 3000, 2000, "float16", (64, 64, 64))
+    assert not table.applies(5000, 3000, 2000, "float16", choose_tile(5000, 3000, 2000))
+    assert table.applies(6000, 3000, 2000, "float16", choose_tile(6000, 3000, 2000))
+    assert table.applies(7000, 3000, 2000, "float16", choose_tile(7000, 3000, 2000))  # not tuned: today's tile
