@@ -15,6 +15,7 @@ ctgraph's own data-parallel kernel) and ``results.png`` into ``--out``. Needs to
 from __future__ import annotations
 
 import csv
+import gc
 import math
 import statistics
 from collections.abc import Callable
@@ -68,9 +69,16 @@ def _kernel_time(fn: Callable[[], Any], reps: int) -> float:
         fn()
     stream.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(reps):
-            fn()
+    # NOTE: a garbage collection during the capture could free an old kernel's pycuda buffer, and a
+    # cuMemFree while a stream captures invalidates the capture: collect before, not during.
+    gc.collect()
+    gc.disable()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(reps):
+                fn()
+    finally:
+        gc.enable()
     graph.replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
