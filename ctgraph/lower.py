@@ -206,9 +206,10 @@ def _lower_section(
 
     def collect(parent: int, q: sympy.Expr) -> None:
         """Wait for sender ``q``'s partial, add it, reset its flag for the next launch."""
-        cg.add(C.Wait(q + slot_base * workgroups, 1), parent)
-        cg.add(C.AccumulatePartial(q + slot_base * workgroups), parent)
-        cg.add(C.Signal(q + slot_base * workgroups, 0), parent)
+        theirs = q + slot_base * workgroups
+        cg.add(C.Wait(theirs, 1), parent)
+        cg.add(C.AccumulatePartial(theirs), parent)
+        cg.add(C.Signal(theirs, 0), parent)
 
     send = cg.add(C.If(sympy.Ne(k0, 0)), outer)
     child = index(f"child{sfx}")

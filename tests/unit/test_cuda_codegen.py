@@ -16,9 +16,11 @@ GOLDEN = Path(__file__).parents[1] / "golden"
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed (CUDA toolkit)")
 
 
-def cuda_kernel(transform: str, dtype: str = "float16", shape=(1000, 1000, 1000), tile=(128, 128, 32), **opts):
+def cuda_kernel(
+    transform: str, dtype: str = "float16", shape=(1000, 1000, 1000), tile=(128, 128, 32), workgroups=132, **opts
+):
     g = ctgraph.gemm(*shape, macro_tile=tile, dtype=dtype)
-    return ctgraph.compile(g, transform=transform, workgroups=132, target="cuda", build=False, **opts)
+    return ctgraph.compile(g, transform=transform, workgroups=workgroups, target="cuda", build=False, **opts)
 
 
 def test_source_needs_no_gpu_and_is_deterministic():
@@ -85,16 +87,7 @@ SPLITS = {"splitk": {"split": 4}, "splitk_reduce": {"split": 4}}
 @pytest.mark.parametrize("tile", [(128, 128, 32), (128, 256, 64), (64, 64, 32)], ids=str)
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk", "splitk_reduce"])
 def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
-    g = ctgraph.gemm(1000, 1000, 1000, macro_tile=tile)
-    kern = ctgraph.compile(
-        g,
-        transform=transform,
-        workgroups=1024,
-        target="cuda",
-        build=False,
-        mainloop="wgmma",
-        **SPLITS.get(transform, {}),
-    )
+    kern = cuda_kernel(transform, tile=tile, workgroups=1024, mainloop="wgmma", **SPLITS.get(transform, {}))
     assert kern.program.variant == "wgmma"
     assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
     ptx = kern.ptx
@@ -122,10 +115,7 @@ def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
 
 def test_hopper_source_is_deterministic_and_shape_free():
     def src(shape):
-        g = ctgraph.gemm(*shape, macro_tile=(128, 256, 64))
-        return ctgraph.compile(
-            g, transform="streamk2tile", workgroups=132, target="cuda", build=False, mainloop="wgmma"
-        ).source
+        return cuda_kernel("streamk2tile", shape=shape, tile=(128, 256, 64), mainloop="wgmma").source
 
     assert src((1000, 1000, 1000)) == src((1000, 1000, 1000)) == src((8192, 64, 4096))
 
@@ -169,16 +159,8 @@ def test_register_split_fits_the_register_file(consumers, budget):
 @needs_nvcc
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
 def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform):
-    g = ctgraph.gemm(1000, 1000, 1000, macro_tile=(256, 256, 64))
-    kern = ctgraph.compile(
-        g,
-        transform=transform,
-        workgroups=66,
-        target="cuda",
-        build=False,
-        mainloop="wgmma",
-        cluster=2,
-        **SPLITS.get(transform, {}),
+    kern = cuda_kernel(
+        transform, tile=(256, 256, 64), workgroups=66, mainloop="wgmma", cluster=2, **SPLITS.get(transform, {})
     )
     src = kern.source
     assert "__cluster_dims__(ctg::CLUSTER, 1, 1)" in src and "constexpr int CTA_M = 128;" in src

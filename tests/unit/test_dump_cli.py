@@ -69,23 +69,9 @@ def test_dump_rejects_other_objects(tmp_path):
         ctgraph.dump(object(), tmp_path / "g.dot")
 
 
-SEED_ARGS = [
-    "compile",
-    "--m",
-    "160",
-    "--n",
-    "192",
-    "--k",
-    "4096",
-    "--tile",
-    "16",
-    "16",
-    "8",
-    "--transform",
-    "streamk2tile",
-    "--workgroups",
-    "32",
-]
+# the seed example on the command line (also the schedule picture's, tests/unit/test_plot.py)
+SEED_ARGS = ["compile", "--m", "160", "--n", "192", "--k", "4096", "--tile", "16", "16", "8"]
+SEED_ARGS += ["--transform", "streamk2tile", "--workgroups", "32"]
 
 
 def run(argv):

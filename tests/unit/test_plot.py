@@ -7,6 +7,7 @@ import pytest
 import ctgraph
 from ctgraph.cli import main
 from ctgraph.plot import seams
+from tests.unit.test_dump_cli import SEED_ARGS
 
 pytest.importorskip("matplotlib")
 
@@ -38,29 +39,6 @@ def test_seams_mark_partial_starts_and_early_stops():
 
 def test_cli_plot(tmp_path, capsys):
     out = tmp_path / "sched.png"
-    assert (
-        main(
-            [
-                "compile",
-                "--m",
-                "160",
-                "--n",
-                "192",
-                "--k",
-                "4096",
-                "--tile",
-                "16",
-                "16",
-                "8",
-                "--transform",
-                "streamk2tile",
-                "--workgroups",
-                "32",
-                "--plot",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert main([*SEED_ARGS, "--plot", str(out)]) == 0
     assert out.read_bytes().startswith(b"\x89PNG")
     assert "wrote" in capsys.readouterr().out
