@@ -174,5 +174,5 @@ def calibrate_tiles(
                     if progress:
                         print(f"{(bm, bn, bk)} {m}x{n}x{k} g={g}: {seconds * 1e6:8.1f} us", flush=True)
         launch, t0, c, c_unaligned = (float(v) for v in nnls(np.array(X, dtype=float), np.array(y)))
-        costs.append(TileCost((bm, bn, bk), launch, t0, c, cluster, c_unaligned))
+        costs.append(TileCost((bm, bn, bk), launch, t0, c, cluster, c_unaligned, g))
     return tuple(costs), rows

@@ -3,12 +3,14 @@
 A big tile does more math per byte loaded but makes fewer tiles, so small GEMMs leave SMs idle and
 every GEMM pays a last, partly empty wave; a small tile fills the GPU but runs slower per FLOP. Each
 candidate tile has measured costs on a loaded GPU: ``launch`` per kernel, ``t0`` per output tile
-(pipeline fill, epilogue) and ``c`` per ``BM x BN x BK`` iteration, and runs ``g = SMs / cluster``
-workgroups at once. ``c`` has two values: rows of A and B that start on 128-byte lines (``K`` and ``N``
-multiples of 64 fp16 elements), and rows that do not, where each 128-byte TMA box row straddles two
-lines: single-CTA tiles then run up to 1.9x slower per iteration, while a cluster that multicasts B
-reads less per CTA and loses 1.2-1.3x. For ``T`` tiles of ``kt`` iterations the cheaper of the two
-schedules is predicted::
+(pipeline fill, epilogue) and ``c`` per ``BM x BN x BK`` iteration, and runs ``g`` workgroups at once:
+``SMs / cluster``, or fewer where clusters do not pack into the GPCs (30 clusters of 4 on the H100, not
+33). ``c`` has two values: rows of A and B that start on 128-byte lines (``K`` and ``N`` multiples of 64
+fp16 elements), and rows that do not, where each 128-byte TMA box row straddles two lines. A CTA's L2
+reads then nearly double, and a tile whose CTA reads ``CTA_M + BN/cluster`` rows per iteration becomes
+bound by the L2: single-CTA tiles run up to 1.9x slower per iteration, clusters of 2 that multicast B
+1.2-1.35x, clusters of 4 (a quarter of B per CTA) 1.05-1.2x. For ``T`` tiles of ``kt`` iterations the
+cheaper of the two schedules is predicted::
 
     data-parallel:  launch + ceil(T / g) * (t0 + kt * c)
     Stream-K:       launch + (T * kt / g) * c + (T / g + 2 + log2(ceil(g / T))) * t0
@@ -31,6 +33,8 @@ __all__ = ["CANDIDATES", "H100", "TileCost", "choose_tile", "predict"]
 DEFAULT_TILE = (128, 128, 32)
 LINE = 128  # bytes: the L2 line a TMA box row should start on
 CANDIDATES: tuple[tuple[int, int, int], ...] = (
+    (512, 256, 64),
+    (512, 192, 64),
     (256, 256, 64),
     (256, 192, 64),
     (256, 128, 64),
@@ -46,7 +50,8 @@ CANDIDATES: tuple[tuple[int, int, int], ...] = (
 class TileCost:
     """Measured costs of one macro tile on a loaded GPU, in seconds: ``launch`` per kernel, ``t0`` per output
     tile of a workgroup (pipeline fill, epilogue), ``c`` per K iteration with 128-byte aligned rows and
-    ``c_unaligned`` without (default ``c``); and the SMs a workgroup occupies."""
+    ``c_unaligned`` without (default ``c``); the SMs a workgroup occupies, and ``resident``: how many
+    workgroups the calibrated GPU held at once (default: one per ``sms_per_workgroup`` SMs)."""
 
     tile: tuple[int, int, int]
     launch: float
@@ -54,6 +59,12 @@ class TileCost:
     c: float
     sms_per_workgroup: int = 1
     c_unaligned: float | None = None
+    resident: int | None = None
+
+    def workgroups(self, sms: int) -> int:
+        """Workgroups at once on ``sms`` SMs: one per ``sms_per_workgroup``, at most ``resident``."""
+        g = max(1, sms // self.sms_per_workgroup)
+        return min(g, self.resident) if self.resident else g
 
     def per_iteration(self, n: int, k: int, itemsize: int = 2) -> float:
         """``c`` for B's and A's rows of ``n`` and ``k`` elements: aligned when both are whole 128-byte lines."""
@@ -63,16 +74,18 @@ class TileCost:
 
 # NOTE: fitted by `python -m ctgraph calibrate --tiles` on an H100 SXM (132 SMs), 2026-11-23: wgmma path
 # with the TMA-store epilogue (docs/benchmarks.md). Rows that straddle 128-byte lines cost single-CTA tiles
-# about 1.9x per iteration, the clusters (B multicast) about 1.2-1.3x.
+# about 1.9x per iteration, clusters of 2 (B multicast) 1.2-1.35x, clusters of 4 1.05-1.2x.
 H100: tuple[TileCost, ...] = (
-    TileCost((256, 256, 64), 3.86e-6, 2.13e-6, 0.714e-6, 2, 0.865e-6),
-    TileCost((256, 192, 64), 4.13e-6, 1.18e-6, 0.567e-6, 2, 0.754e-6),
-    TileCost((256, 128, 64), 1.05e-6, 2.02e-6, 0.857e-6, 1, 1.295e-6),
-    TileCost((128, 256, 64), 0.00e-6, 3.29e-6, 0.750e-6, 1, 1.339e-6),
-    TileCost((128, 192, 64), 0.00e-6, 2.53e-6, 0.580e-6, 1, 1.105e-6),
-    TileCost((128, 128, 64), 0.74e-6, 1.27e-6, 0.492e-6, 1, 0.897e-6),
-    TileCost((64, 128, 64), 0.29e-6, 1.53e-6, 0.352e-6, 1, 0.677e-6),
-    TileCost((64, 64, 64), 1.94e-6, 0.73e-6, 0.299e-6, 1, 0.424e-6),
+    TileCost((512, 256, 64), 4.08e-6, 2.97e-6, 0.652e-6, 4, 0.686e-6, 30),
+    TileCost((512, 192, 64), 4.44e-6, 1.37e-6, 0.523e-6, 4, 0.629e-6, 30),
+    TileCost((256, 256, 64), 3.86e-6, 2.13e-6, 0.714e-6, 2, 0.865e-6, 66),
+    TileCost((256, 192, 64), 4.13e-6, 1.18e-6, 0.567e-6, 2, 0.754e-6, 66),
+    TileCost((256, 128, 64), 1.05e-6, 2.02e-6, 0.857e-6, 1, 1.295e-6, 132),
+    TileCost((128, 256, 64), 0.00e-6, 3.29e-6, 0.750e-6, 1, 1.339e-6, 132),
+    TileCost((128, 192, 64), 0.00e-6, 2.53e-6, 0.580e-6, 1, 1.105e-6, 132),
+    TileCost((128, 128, 64), 0.74e-6, 1.27e-6, 0.492e-6, 1, 0.897e-6, 132),
+    TileCost((64, 128, 64), 0.29e-6, 1.53e-6, 0.352e-6, 1, 0.677e-6, 132),
+    TileCost((64, 64, 64), 1.94e-6, 0.73e-6, 0.299e-6, 1, 0.424e-6, 132),
 )
 
 
@@ -80,7 +93,7 @@ def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
     """Predicted seconds of the better of data-parallel and Stream-K for ``m x n x k`` with ``cost``'s tile."""
     bm, bn, bk = cost.tile
     tiles, kt = math.ceil(m / bm) * math.ceil(n / bn), math.ceil(k / bk)
-    g = max(1, sms // cost.sms_per_workgroup)
+    g = cost.workgroups(sms)
     c = cost.per_iteration(n, k)
     dp = math.ceil(tiles / g) * (cost.t0 + kt * c)
     sk = tiles * kt / g * c + (tiles / g + 2 + math.log2(math.ceil(g / tiles))) * cost.t0

@@ -293,15 +293,17 @@ def build(kernel: Any) -> CudaProgram:
 
 
 def _occupancy(graph: Any, transform: str, options: dict[str, Any]) -> tuple[int, int]:
-    """``(resident workgroups, SMs per workgroup)`` of this kernel on the current GPU: a workgroup that is a
-    cluster of CTAs occupies one SM per CTA, so the grid-size model sees ``SMs / cluster`` processors."""
+    """``(resident workgroups, processors)`` of this kernel on the current GPU: a workgroup that is a cluster
+    of CTAs occupies one SM per CTA, so the grid-size model sees ``SMs / cluster`` processors, or fewer
+    where clusters do not pack into the GPCs (30 clusters of 4 on a 132-SM H100)."""
     from ctgraph.api import Kernel
 
     from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
 
     probe = CudaProgram(Kernel(graph, transform, 1, "cuda", options))
     resident = int(probe.function().resident_workgroups())  # NOTE: loading it makes the context current
-    return resident, device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) // probe.layout.get("CLUSTER", 1)
+    cluster = probe.layout.get("CLUSTER", 1)
+    return resident, min(device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) // cluster, resident)
 
 
 def default_workgroups(graph: Any, transform: str, options: dict[str, Any]) -> int:

@@ -18,14 +18,17 @@ kernel, once per role:
 Both roles step one ring counter ``it_`` through the same sequence of iterations, so stage ``it_ %
 STAGES`` and phase ``(it_ / STAGES) & 1`` agree without any other communication.
 
-**Clusters** (``CLUSTER = 2``): a workgroup is a cluster of CTAs that run the same program (``wg =
+**Clusters** (``CLUSTER`` = 2 or 4): a workgroup is a cluster of CTAs that run the same program (``wg =
 blockIdx.x / CLUSTER``), CTA ``r`` on rows ``r*CTA_M ..`` of the macro tile. Each producer loads its own A
 rows and ``BK/CLUSTER`` k-rows of every B chunk, multicast into the same stage of every CTA, so
 ``full[s]`` of each CTA still receives ``STAGE_BYTES``. A stage is then written by every producer of the
 cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and each consumer arrives
 on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own flags, so
 the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
-before exit keep every CTA's shared memory alive while the others may still write to it.
+before exit keep every CTA's shared memory alive while the others may still write to it. A CTA of a
+cluster of 4 reads ``CTA_M + BN/4`` rows of 128 bytes per K iteration instead of ``CTA_M + BN``: that
+matters most when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines
+and the L2, not the tensor cores, bounds a lone CTA (:mod:`ctgraph.tiles`).
 
 Shared memory per stage: A as ``CTA_M`` rows of ``BK`` halves (K-major; ``2*BK``-byte swizzle, so a row is one
 swizzle span) and B as ``BN/64`` column chunks of ``BK`` rows x 64 halves (MN-major, 128-byte swizzle).
@@ -46,7 +49,7 @@ import sympy
 from ctgraph import control as C
 
 from .codegen import _Codegen
-from .options import CudaOptions
+from .options import CLUSTERS, CudaOptions
 from .printer import cxx
 from .ptx import WGMMA_N, render
 
@@ -111,13 +114,14 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     (:func:`accumulator_budget`): ``BN <= 256`` for ``CTA_M <= 128``, ``BN <= 192`` for ``CTA_M = 192``,
     ``BN <= 128`` for ``CTA_M = 256``.
     """
-    if opts.cluster == 0:  # the fewest CTAs the tile fits on
-        for cluster in (1, 2):
+    if opts.cluster == 0:  # the fewest CTAs the tile fits on; when it fits none, one CTA's error
+        errors = []
+        for cluster in CLUSTERS[1:]:
             try:
                 return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster))
-            except ValueError:
-                if cluster == 2:
-                    raise
+            except ValueError as e:
+                errors.append(e)
+        raise errors[0]
     bm, bn, bk = macro_tile
     cluster = opts.cluster
     cta_m = bm // cluster

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAINLOOPS", "CudaOptions"]
+__all__ = ["CLUSTERS", "MAINLOOPS", "CudaOptions"]
 
 MAINLOOPS = ("auto", "wgmma", "mma")
+CLUSTERS = (0, 1, 2, 4)  # CTAs per workgroup on the wgmma path (0: the fewest that fit)
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,10 @@ class CudaOptions:
     cluster computes rows ``[r*BM/cluster, (r+1)*BM/cluster)`` of the workgroup's macro tile, and each
     CTA loads ``1/cluster`` of the B tile and multicasts it to the others: one L2 read of B feeds the
     cluster, so a 256 x 256 macro tile on two CTAs moves a third less data per flop than 128 x 256 on
-    one. ``0`` (the default) takes the fewest CTAs the macro tile fits on: 1 up to 128 x 256, 2 for
-    256 x 256 or 256 x 192. The mma path ignores it (one CTA per workgroup)."""
+    one, and 512 x 256 on four half as much. ``0`` (the default) takes the fewest CTAs the macro tile
+    fits on: 1 up to 128 x 256, 2 for 256 x 256 or 256 x 192, 4 for 512 x 256. Clusters of 4 pack less
+    well into the GPCs (30 resident on a 132-SM H100, against 66 of 2). The mma path ignores it (one
+    CTA per workgroup)."""
 
     warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
     stages: int = 3
@@ -47,8 +50,8 @@ class CudaOptions:
             raise ValueError(f"mainloop must be one of {MAINLOOPS}, got {self.mainloop!r}")
         if not isinstance(self.fetch_step, int) or self.fetch_step < 0:
             raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
-        if isinstance(self.cluster, bool) or self.cluster not in (0, 1, 2):
-            raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1 or 2, got {self.cluster!r}")
+        if isinstance(self.cluster, bool) or self.cluster not in CLUSTERS:
+            raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1, 2 or 4, got {self.cluster!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 

@@ -75,15 +75,19 @@ def test_wgmma_tiles(shape, transform, tile):
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
-@pytest.mark.parametrize("tile", [(256, 256, 64), (128, 128, 32), (256, 128, 64)], ids=str)
+@pytest.mark.parametrize(
+    ("tile", "cluster"),
+    [((256, 256, 64), 2), ((128, 128, 32), 2), ((256, 128, 64), 2), ((512, 256, 64), 4), ((256, 64, 32), 4)],
+    ids=str,
+)
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 @pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
-def test_wgmma_clusters(shape, transform, tile):
-    """Two CTAs per workgroup, B multicast: partial tiles (a CTA whose rows are all past m), k % BK != 0."""
+def test_wgmma_clusters(shape, transform, tile, cluster):
+    """2 or 4 CTAs per workgroup, B multicast: partial tiles (CTAs whose rows are all past m), k % BK != 0."""
     m, n, k = shape
     A, B, C = operands(m, n, k, "float16")
     g = ctgraph.gemm(m, n, k, macro_tile=tile)
-    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", cluster=2)
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", cluster=cluster)
     assert kern.workgroups <= kern.program.function().resident_workgroups()
     D = kern(A, B, C, alpha=1.5, beta=0.5)
     check(D, A, B, C, 1.5, 0.5, "float16")
@@ -193,6 +197,9 @@ SANITIZE = textwrap.dedent("""
         assert (kern(A, B) == 70).all()
         kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(128, 64, 32)), transform=t, workgroups=3,
                                target="cuda", mainloop="wgmma", cluster=2)
+        assert (kern(A, B) == 70).all()
+        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(256, 64, 32)), transform=t, workgroups=2,
+                               target="cuda", mainloop="wgmma", cluster=4)
         assert (kern(A, B) == 70).all()
 """)
 

@@ -51,6 +51,12 @@ def test_unknown_option():
         _ = cuda_kernel("streamk", bogus=1).source
 
 
+@pytest.mark.parametrize("cluster", [3, 8, True, -1])
+def test_cluster_sizes(cluster):
+    with pytest.raises(ValueError, match=r"cluster must be 0 .*, 1, 2 or 4"):
+        _ = cuda_kernel("streamk", mainloop="wgmma", cluster=cluster).source
+
+
 def test_workgroups_required_without_build():
     with pytest.raises(ValueError, match="workgroups"):
         ctgraph.compile(ctgraph.gemm(64, 64, 64), transform="streamk", target="cuda", build=False)
@@ -136,6 +142,8 @@ def test_golden_hopper_cu():
         ((320, 64, 64), 1),
         ((64, 64, 32), 2),
         ((192, 128, 64), 2),
+        ((320, 128, 64), 4),
+        ((512, 256, 16), 4),
     ],
     ids=str,
 )
@@ -157,13 +165,15 @@ def test_register_split_fits_the_register_file(consumers, budget):
 
 
 @needs_nvcc
+@pytest.mark.parametrize(("tile", "cluster"), [((256, 256, 64), 2), ((512, 256, 64), 4)], ids=str)
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
-def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform):
+def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform, tile, cluster):
     kern = cuda_kernel(
-        transform, tile=(256, 256, 64), workgroups=66, mainloop="wgmma", cluster=2, **SPLITS.get(transform, {})
+        transform, tile=tile, workgroups=66, mainloop="wgmma", cluster=cluster, **SPLITS.get(transform, {})
     )
     src = kern.source
     assert "__cluster_dims__(ctg::CLUSTER, 1, 1)" in src and "constexpr int CTA_M = 128;" in src
+    assert f"constexpr int CLUSTER = {cluster};" in src
     assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
     ptx = kern.ptx
     for op in (

@@ -64,10 +64,21 @@ def test_rows_off_128_byte_lines_cost_the_unaligned_rate():
 
 
 def test_unaligned_big_gemms_get_a_multicasting_cluster():
-    """On the H100 a cluster that multicasts B loses far less to unaligned rows than a single CTA."""
+    """On the H100 a cluster of 4 CTAs, each reading a quarter of B, loses little to unaligned rows; aligned
+    big GEMMs keep clusters of 2, which pack all 132 SMs (clusters of 4 only 120)."""
     for shape in ((2384, 3888, 7592), (4968, 3752, 2056), (1408, 1560, 7000)):
         tile = choose_tile(*shape)
-        assert next(c for c in H100 if c.tile == tile).sms_per_workgroup == 2, shape
+        assert next(c for c in H100 if c.tile == tile).sms_per_workgroup == 4, shape
+    assert choose_tile(4096, 4096, 4096) == choose_tile(8192, 8192, 8192) == (256, 256, 64)
+
+
+def test_clusters_that_do_not_pack_the_gpu_count_what_is_resident():
+    cost = TileCost((512, 256, 64), launch=0.0, t0=1e-6, c=0.5e-6, sms_per_workgroup=4, resident=30)
+    assert cost.workgroups(132) == 30 and cost.workgroups(64) == 16
+    assert TileCost((128, 128, 64), 0.0, 1e-6, 0.5e-6).workgroups(132) == 132
+    # 30 tiles are one wave of the 30 resident clusters; 31 take two
+    assert predict(cost, 5 * 512, 6 * 256, 64) == pytest.approx(1e-6 + 0.5e-6)
+    assert predict(cost, 5 * 512, 6 * 256 + 1, 64) > 1.5e-6
 
 
 @given(st.integers(1, 20000), st.integers(1, 20000), st.integers(1, 70000))
