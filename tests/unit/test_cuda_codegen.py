@@ -41,6 +41,23 @@ def test_index_math_is_integer():
     assert re.search(r"/ numTilesK\)", src) and re.search(r"% numTilesN\)", src)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "opts"),
+    [
+        ("float32", {}),
+        ("float32", {"vector": False}),
+        ("float16", {"mainloop": "mma"}),
+        ("float16", {"mainloop": "wgmma"}),
+    ],
+    ids=str,
+)
+def test_prelude_declares_only_constants_the_kernels_use(dtype, opts):
+    """nvcc warns of an unused ``constexpr`` (#177-D), and pycuda passes the warning on to every compile."""
+    src = cuda_kernel("dataparallel", dtype, shape=(1, 1, 1), **opts).source
+    names = re.findall(r"constexpr int (\w+) = ", src)
+    assert names and all(len(re.findall(rf"\b{name}\b", src)) > 1 for name in names)
+
+
 def test_bad_tile_for_mma_path():
     with pytest.raises(ValueError, match="BK"):
         _ = cuda_kernel("streamk", tile=(128, 128, 8)).source
