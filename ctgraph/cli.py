@@ -145,9 +145,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .bench import read_shapes
+    from .policy import TuningTable
     from .tune import tune
 
-    tune(read_shapes(args.shapes), macro_tile=args.tile, out=Path(args.out) if args.out else None)
+    update = TuningTable.from_json(Path(args.update).read_text()) if args.update else None
+    tune(read_shapes(args.shapes), macro_tile=args.tile, out=Path(args.out) if args.out else None, update=update)
     return 0
 
 
@@ -196,6 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("shapes", help="CSV with columns m,n,k")
     _tile_arg(p, "auto", "macro tile for every policy of a shape")
     p.add_argument("--out", help="also write the table here (besides the cache directory)")
+    p.add_argument(
+        "--update",
+        metavar="TABLE",
+        help="keep this table's rows that still apply (same tile) and time only the other shapes",
+    )
     p.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)
     try:

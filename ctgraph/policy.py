@@ -141,9 +141,24 @@ class TuningTable:
         timings are of another tile and do not apply."""
         if self.macro_tile != "auto":
             return self.macro_tile == tile_name(macro_tile)
-        row = next((r for r in self.rows if (r["m"], r["n"], r["k"], r["dtype"]) == (m, n, k, dtype)), None)
+        row = self.row(m, n, k, dtype)
         tuned = row.get("tile") if row is not None else None
         return tile_name(macro_tile) == tuned if tuned else macro_tile == choose_tile(m, n, k, dtype)
+
+    def row(self, m: int, n: int, k: int, dtype: str) -> dict | None:
+        """The measurements of one tuned shape, if it was tuned."""
+        return next((r for r in self.rows if (r["m"], r["n"], r["k"], r["dtype"]) == (m, n, k, dtype)), None)
+
+    def timed(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
+        """Whether this table holds timings of this shape with ``macro_tile``."""
+        return self.row(m, n, k, dtype) is not None and self.applies(m, n, k, dtype, macro_tile)
+
+    def updated(self, rows: list[dict]) -> TuningTable:
+        """This table with ``rows`` (newly timed) in place of its rows of the same shapes, and the others
+        kept, in their order: ``tune --update`` re-times only the shapes whose tile has changed."""
+        new = {(r["m"], r["n"], r["k"], r["dtype"]): r for r in rows}
+        merged = {(r["m"], r["n"], r["k"], r["dtype"]): r for r in self.rows} | new
+        return TuningTable.build(self.device, list(merged.values()), macro_tile=self.macro_tile)
 
     def candidates(self, m: int, n: int, k: int, dtype: str) -> list[str]:
         key = shape_key(m, n, k, dtype)

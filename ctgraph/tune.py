@@ -4,7 +4,9 @@ For each shape (fp16, the given macro tile, recorded per row) each policy of
 :data:`ctgraph.policy.POLICIES` is timed (kernel time, as the benchmark); the fastest one's Bloom filter
 gets the shape. The table goes to the
 cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``transform="auto"`` finds it, and to ``--out``
-when given (the shipped table is made that way). Needs torch and a GPU.
+when given (the shipped table is made that way). ``--update TABLE`` keeps the rows of ``TABLE`` that
+still apply (the same tile as ``macro_tile="auto"`` picks now) and times only the other shapes: after a
+change of the tile model, only the shapes whose tile changed are re-timed. Needs torch and a GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def tune(
     macro_tile: tuple[int, int, int] | str = "auto",
     out: Path | None = None,
     progress: bool = True,
+    update: TuningTable | None = None,
 ) -> TuningTable:
     import pycuda.driver as drv
     import torch
@@ -34,11 +37,18 @@ def tune(
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     rows: list[dict[str, Any]] = []
     device = None
+    if update is not None and update.macro_tile != tile_name(macro_tile):
+        raise ValueError(f"update: the table was tuned with macro_tile {update.macro_tile}, not {macro_tile}")
+    gpu = torch.cuda.get_device_name()
+    if update is not None and update.device != gpu:
+        raise ValueError(f"update: the table is of a {update.device}, this GPU is a {gpu}")
     for m, n, k in shapes:
+        g = ctgraph.gemm(m, n, k, macro_tile=macro_tile)
+        if update is not None and update.timed(m, n, k, "float16", g.attrs["gemm"].macro_tile):
+            continue
         A = torch.randn(m, k, device="cuda", dtype=torch.float16)
         B = torch.randn(k, n, device="cuda", dtype=torch.float16)
         D = torch.empty(m, n, device="cuda", dtype=torch.float16)
-        g = ctgraph.gemm(m, n, k, macro_tile=macro_tile)
         times: dict[str, float] = {}
         for p in POLICIES:
             wg = model_workgroups(g, p.transform, {}, p.sk_batches) if p.grid == "model" else None
@@ -58,7 +68,10 @@ def tune(
         rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": times})
         if progress:
             print(f"{m}x{n}x{k}: {best} ({2 * m * n * k / times[best] / 1e12:.0f} TF)", flush=True)
-    table = TuningTable.build(device or "unknown", rows, macro_tile=macro_tile)
+    if update is not None:
+        table = update.updated(rows)
+    else:
+        table = TuningTable.build(device or "unknown", rows, macro_tile=macro_tile)
     for path in (user_table_path(table.device), out):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -267,3 +267,24 @@ def test_transform_auto(shape):
     kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=(128, 128, 64)), transform="auto", target="cuda")
     assert kern.policy is not None and kern.transform == kern.policy.policy.transform
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+
+
+def test_tune_update_times_only_the_shapes_without_timings_of_todays_tile(tmp_path, monkeypatch):
+    import torch
+
+    from ctgraph.policy import TuningTable, tile_name
+    from ctgraph.tiles import choose_tile
+    from ctgraph.tune import tune
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    kept = {"m": 64, "n": 64, "k": 64, "dtype": "float16", "tile": tile_name(choose_tile(64, 64, 64))}
+    stale = {"m": 96, "n": 80, "k": 200, "dtype": "float16", "tile": "1x1x1"}
+    base = TuningTable.build(
+        torch.cuda.get_device_name(),
+        [kept | {"best": "streamk/model", "seconds": {}}, stale | {"best": "streamk/model", "seconds": {}}],
+    )
+    table = tune([(64, 64, 64), (96, 80, 200), (120, 70, 90)], update=base, progress=False)
+    assert [(r["m"], r["seconds"] == {}) for r in table.rows] == [(64, True), (96, False), (120, False)]
+    assert table.rows[1]["tile"] == tile_name(choose_tile(96, 80, 200))
+    with pytest.raises(ValueError, match="this GPU is a"):
+        tune([(64, 64, 64)], update=TuningTable.build("Other GPU", []), progress=False)

@@ -119,3 +119,37 @@ def test_auto_table_applies_only_to_the_tile_each_shape_was_timed_with():
     assert not table.applies(5000, 3000, 2000, "float16", choose_tile(5000, 3000, 2000))
     assert table.applies(6000, 3000, 2000, "float16", choose_tile(6000, 3000, 2000))
     assert table.applies(7000, 3000, 2000, "float16", choose_tile(7000, 3000, 2000))  # not tuned: today's tile
+
+
+def test_every_row_of_the_shipped_h100_table_was_timed_with_todays_tile():
+    """After a change of the tile model, `tune --update` re-times the shapes whose tile changed."""
+    from ctgraph.tiles import choose_tile
+
+    table = load_table("NVIDIA H100 80GB HBM3")
+    assert table is not None
+    for r in table.rows:
+        assert table.timed(r["m"], r["n"], r["k"], r["dtype"], choose_tile(r["m"], r["n"], r["k"])), r
+
+
+def test_update_replaces_the_rows_of_re_timed_shapes_and_keeps_the_others():
+    rows = [
+        {"m": 100, "n": 100, "k": 100, "dtype": "float16", "tile": "64x64x64", "best": "streamk/model"},
+        {"m": 200, "n": 100, "k": 100, "dtype": "float16", "tile": "64x64x64", "best": "dataparallel/model"},
+    ]
+    table = TuningTable.build("Test GPU", rows, macro_tile="auto")
+    assert table.timed(100, 100, 100, "float16", (64, 64, 64))
+    assert not table.timed(100, 100, 100, "float16", (128, 128, 64))  # another tile
+    assert not table.timed(300, 100, 100, "float16", (64, 64, 64))  # not tuned
+    new = [
+        {"m": 200, "n": 100, "k": 100, "dtype": "float16", "tile": "128x128x64", "best": "streamk2tile/model"},
+        {"m": 300, "n": 100, "k": 100, "dtype": "float16", "tile": "64x64x64", "best": "dataparallel/resident"},
+    ]
+    up = table.updated(new)
+    assert [(r["m"], r["best"]) for r in up.rows] == [
+        (100, "streamk/model"),
+        (200, "streamk2tile/model"),
+        (300, "dataparallel/resident"),
+    ]
+    assert up.device == "Test GPU" and up.macro_tile == "auto"
+    assert up.candidates(200, 100, 100, "float16") == ["streamk2tile/model"]
+    assert table.rows == rows  # the table itself is unchanged
