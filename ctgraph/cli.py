@@ -133,7 +133,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if args.tiles:
         costs, _ = calibrate_tiles(progress=not args.quiet)
-        print("\n".join(f"    {c}," for c in costs))
+        print("\n".join(f"    {c.line()}" for c in costs))
         return 0
     model, rows = calibrate(progress=not args.quiet)
     print(report(model, rows))

@@ -66,6 +66,16 @@ class TileCost:
         g = max(1, sms // self.sms_per_workgroup)
         return min(g, self.resident) if self.resident else g
 
+    def line(self) -> str:
+        """This cost as a line of a table like :data:`H100` (microseconds written as ``e-6``)."""
+        us = [f"{x * 1e6:.{d}f}e-6" for x, d in ((self.launch, 2), (self.t0, 2), (self.c, 3))]
+        tail = [str(self.sms_per_workgroup)]
+        if self.c_unaligned is not None or self.resident is not None:
+            tail.append("None" if self.c_unaligned is None else f"{self.c_unaligned * 1e6:.3f}e-6")
+        if self.resident is not None:
+            tail.append(str(self.resident))
+        return f"TileCost({self.tile}, {', '.join(us + tail)}),"
+
     def per_iteration(self, n: int, k: int, itemsize: int = 2) -> float:
         """``c`` for B's and A's rows of ``n`` and ``k`` elements: aligned when both are whole 128-byte lines."""
         aligned = (n * itemsize) % LINE == 0 and (k * itemsize) % LINE == 0

@@ -114,3 +114,13 @@ def test_cli_takes_tile_auto_or_three_integers(capsys):
     with pytest.raises(SystemExit):
         main(["compile", "--m", "300", "--n", "200", "--k", "100", "--tile", "64", "64"])
     assert "--tile takes three positive integers" in capsys.readouterr().err
+
+
+def test_a_fitted_cost_prints_as_a_line_of_the_shipped_table():
+    import inspect
+
+    import ctgraph.tiles
+
+    source = inspect.getsource(ctgraph.tiles)
+    assert all(f"    {cost.line()}" in source for cost in H100)
+    assert TileCost((64, 64, 64), 1e-6, 2e-6, 3e-7).line() == "TileCost((64, 64, 64), 1.00e-6, 2.00e-6, 0.300e-6, 1),"
