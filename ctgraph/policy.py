@@ -111,6 +111,10 @@ def tile_name(macro_tile: tuple[int, int, int] | str) -> str:
     return macro_tile if isinstance(macro_tile, str) else "x".join(map(str, macro_tile))
 
 
+def _shape(row: dict) -> tuple[int, int, int, str]:
+    return row["m"], row["n"], row["k"], row["dtype"]
+
+
 @dataclass
 class TuningTable:
     """One Bloom filter per policy name, plus the measurements it was built from. The policies were timed
@@ -147,7 +151,7 @@ class TuningTable:
 
     def row(self, m: int, n: int, k: int, dtype: str) -> dict | None:
         """The measurements of one tuned shape, if it was tuned."""
-        return next((r for r in self.rows if (r["m"], r["n"], r["k"], r["dtype"]) == (m, n, k, dtype)), None)
+        return next((r for r in self.rows if _shape(r) == (m, n, k, dtype)), None)
 
     def timed(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
         """Whether this table holds timings of this shape with ``macro_tile``."""
@@ -156,8 +160,7 @@ class TuningTable:
     def updated(self, rows: list[dict]) -> TuningTable:
         """This table with ``rows`` (newly timed) in place of its rows of the same shapes, and the others
         kept, in their order: ``tune --update`` re-times only the shapes whose tile has changed."""
-        new = {(r["m"], r["n"], r["k"], r["dtype"]): r for r in rows}
-        merged = {(r["m"], r["n"], r["k"], r["dtype"]): r for r in self.rows} | new
+        merged = {_shape(r): r for r in self.rows} | {_shape(r): r for r in rows}
         return TuningTable.build(self.device, list(merged.values()), macro_tile=self.macro_tile)
 
     def candidates(self, m: int, n: int, k: int, dtype: str) -> list[str]:

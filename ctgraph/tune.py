@@ -70,6 +70,8 @@ def tune(
             print(f"{m}x{n}x{k}: {best} ({2 * m * n * k / times[best] / 1e12:.0f} TF)", flush=True)
     if update is not None:
         table = update.updated(rows)
+        if progress:
+            print(f"re-timed {len(rows)} shapes, kept {len(table.rows) - len(rows)} rows of the table", flush=True)
     else:
         table = TuningTable.build(device or "unknown", rows, macro_tile=macro_tile)
     for path in (user_table_path(table.device), out):

@@ -25,10 +25,10 @@ rows and ``BK/CLUSTER`` k-rows of every B chunk, multicast into the same stage o
 cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and each consumer arrives
 on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own flags, so
 the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
-before exit keep every CTA's shared memory alive while the others may still write to it. A CTA of a
-cluster of 4 reads ``CTA_M + BN/4`` rows of 128 bytes per K iteration instead of ``CTA_M + BN``: that
-matters most when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines
-and the L2, not the tensor cores, bounds a lone CTA (:mod:`ctgraph.tiles`).
+before exit keep every CTA's shared memory alive while the others may still write to it. A CTA reads
+``CTA_M + BN/CLUSTER`` rows of 128 bytes per K iteration: that matters most when A's or B's rows do not
+start on 128-byte lines, where each row costs two L2 lines and the L2, not the tensor cores, bounds a
+lone CTA (:mod:`ctgraph.tiles`).
 
 Shared memory per stage: A as ``CTA_M`` rows of ``BK`` halves (K-major; ``2*BK``-byte swizzle, so a row is one
 swizzle span) and B as ``BN/64`` column chunks of ``BK`` rows x 64 halves (MN-major, 128-byte swizzle).
