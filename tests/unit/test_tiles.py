@@ -76,7 +76,7 @@ def test_clusters_that_do_not_pack_the_gpu_count_what_is_resident():
     cost = TileCost((512, 256, 64), launch=0.0, t0=1e-6, c=0.5e-6, sms_per_workgroup=4, resident=30)
     assert cost.workgroups(132) == 30 and cost.workgroups(64) == 16
     assert TileCost((128, 128, 64), 0.0, 1e-6, 0.5e-6).workgroups(132) == 132
-    # 30 tiles are one wave of the 30 resident clusters; 31 take two
+    # 30 tiles are one wave of the 30 resident clusters; 35 take two
     assert predict(cost, 5 * 512, 6 * 256, 64) == pytest.approx(1e-6 + 0.5e-6)
     assert predict(cost, 5 * 512, 6 * 256 + 1, 64) > 1.5e-6
 
