@@ -24,6 +24,7 @@ from typing import Any
 
 from .gemm import check_problem
 from .passes import TRANSFORMS
+from .policy import tile_name
 
 __all__ = ["PEAK_TFLOPS", "run_bench"]
 
@@ -118,7 +119,7 @@ def run_bench(
         ref = torch.matmul(A, B)
         flop = 2.0 * m * n * k
         tile = check_problem(m, n, k, macro_tile, "float16").macro_tile  # "auto": this shape's
-        row: dict[str, Any] = {"m": m, "n": n, "k": k, "tile": "x".join(map(str, tile))}
+        row: dict[str, Any] = {"m": m, "n": n, "k": k, "tile": tile_name(tile)}
 
         def cublas(A: Any = A, B: Any = B, D: Any = D) -> Any:
             return torch.matmul(A, B, out=D)

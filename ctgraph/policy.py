@@ -135,7 +135,7 @@ class TuningTable:
             mine = [r for r in rows if r["best"] == name]
             bloom = BloomFilter.for_capacity(len(mine), fp_rate)
             for r in mine:
-                bloom.add(shape_key(r["m"], r["n"], r["k"], r["dtype"]))
+                bloom.add(shape_key(*_shape(r)))
             filters[name] = bloom
         return cls(device, filters, rows, tile_name(macro_tile))
 
@@ -143,19 +143,22 @@ class TuningTable:
         """Whether this table's timings were taken with ``macro_tile`` for this shape. A table tuned with
         ``"auto"`` records each shape's tile (``row["tile"]``): when ``choose_tile`` has changed since, the
         timings are of another tile and do not apply."""
+        return self._applies(self.row(m, n, k, dtype), m, n, k, dtype, macro_tile)
+
+    def timed(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
+        """Whether this table holds timings of this shape with ``macro_tile``."""
+        row = self.row(m, n, k, dtype)
+        return row is not None and self._applies(row, m, n, k, dtype, macro_tile)
+
+    def _applies(self, row: dict | None, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
         if self.macro_tile != "auto":
             return self.macro_tile == tile_name(macro_tile)
-        row = self.row(m, n, k, dtype)
         tuned = row.get("tile") if row is not None else None
         return tile_name(macro_tile) == tuned if tuned else macro_tile == choose_tile(m, n, k, dtype)
 
     def row(self, m: int, n: int, k: int, dtype: str) -> dict | None:
         """The measurements of one tuned shape, if it was tuned."""
         return next((r for r in self.rows if _shape(r) == (m, n, k, dtype)), None)
-
-    def timed(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> bool:
-        """Whether this table holds timings of this shape with ``macro_tile``."""
-        return self.row(m, n, k, dtype) is not None and self.applies(m, n, k, dtype, macro_tile)
 
     def updated(self, rows: list[dict]) -> TuningTable:
         """This table with ``rows`` (newly timed) in place of its rows of the same shapes, and the others
