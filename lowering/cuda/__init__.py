@@ -22,6 +22,7 @@ from ctgraph.operands import check_scalars
 from ctgraph.params import bindings
 
 from .codegen import generate, layout
+from .divisors import Divisor, fast_divisors
 from .hopper import hopper_layout, swizzle_bytes
 from .nvcc import ptx
 from .operands import Operand, classify
@@ -119,7 +120,8 @@ class CudaProgram:
         too_big = {s.name: v for s, v in values.items() if v > INT32_MAX}
         if too_big:
             raise ValueError(f"sizes {too_big} exceed 32-bit index math; split the GEMM")
-        self.params = [values[s] for s in self.root.params]
+        fast = fast_divisors(self.control)
+        self.params = [Divisor.of(values[s]) if s in fast else ctypes.c_int(values[s]) for s in self.root.params]
         self.slots = max(partial_slots(kernel.graph), 1)
         self._workspaces: dict[int, tuple[Any, Any]] = {}
         self._ptx: dict[str, str] = {}
@@ -230,7 +232,7 @@ class CudaProgram:
             ctypes.c_float(beta),
             ctypes.c_void_p(int(ws.gpudata)),
             ctypes.c_void_p(int(flags.gpudata)),
-            *[ctypes.c_int(v) for v in self.params],
+            *self.params,
         ]
         if variant == "wgmma":
             args += self._tensor_maps(ops["A"].ptr, ops["B"].ptr, ops["out"].ptr)

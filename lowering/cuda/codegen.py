@@ -26,8 +26,10 @@ import sympy
 
 from ctgraph import control as C
 
+from .divisors import PRELUDE as DIVISORS
+from .divisors import fast_divisors
 from .options import CudaOptions
-from .printer import cxx
+from .printer import IndexPrinter, cxx
 from .ptx import render
 
 __all__ = ["generate", "layout"]
@@ -145,6 +147,8 @@ class _Codegen:
         self.L = self.layout()
         self.vector = opts.vector and self.mma
         self.templates = templates  # NOTE: shared by the kernels of one unit; the prelude renders them all
+        self.divisors = fast_divisors(cg)  # NOTE: of the whole unit: its kernels share one parameter list
+        self.printer = IndexPrinter(self.divisors)
         self.w = _Writer()
         self.body = self._kernel()
 
@@ -152,6 +156,19 @@ class _Codegen:
         return layout(self.kernel.macro_tile, self.dtype, self.opts)
 
     # --- pieces ------------------------------------------------------------------------------------
+
+    def cxx(self, e: sympy.Basic | int) -> str:
+        """C++ text of an index expression, dividing by ``ctg::Divisor`` parameters."""
+        return cxx(e, self.printer)
+
+    def _params(self) -> str:
+        """The kernel's size parameters: ``int``, or ``ctg::Divisor`` for those that index math divides by."""
+        return ", ".join(
+            f"const {'ctg::Divisor' if p in self.divisors else 'int'} {p.name}" for p in self.kernel.params
+        )
+
+    def _divisor_prelude(self) -> str:
+        return f"{DIVISORS}\n" if self.divisors else ""
 
     def constants(self, used: str) -> str:
         """``constexpr`` lines for the layout constants that ``used`` (kernels, templates) names: nvcc warns
@@ -168,6 +185,7 @@ class _Codegen:
             "#include <cuda_fp16.h>\n\n"
             "namespace ctg {\n"
             f"{consts}\n"
+            f"{self._divisor_prelude()}"
             f"{templates}\n\n"
             "// XOR swizzle of 16-byte chunks so that 8 consecutive rows hit 8 different bank groups\n"
             "__device__ __forceinline__ int swz(int row, int chunk, int cpr) {\n"
@@ -180,7 +198,7 @@ class _Codegen:
     def _kernel(self) -> str:
         w, k = self.w, self.kernel
         elem = ELEM[self.dtype]
-        params = ", ".join(f"const int {p.name}" for p in k.params)
+        params = self._params()
         w(f'extern "C" __global__ void __launch_bounds__(ctg::THREADS, {self.opts.ctas_per_sm}) {k.name}(')
         w(f"    const {elem}* __restrict__ A, const {elem}* __restrict__ B, const {elem}* C, {elem}* D,")
         w("    const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,")
@@ -229,17 +247,17 @@ class _Codegen:
             self._mainloop(tag, node)
             return
         c = node.counter.name
-        self.w.open(f"for ({c} = {cxx(node.init)}; {cxx(node.condition)}; {c} += {cxx(node.increment)})")
+        self.w.open(f"for ({c} = {self.cxx(node.init)}; {self.cxx(node.condition)}; {c} += {self.cxx(node.increment)})")
         self._body(tag)
         self.w.close()
 
     def _If(self, tag: int, node: C.If) -> None:
-        self.w.open(f"if ({cxx(node.condition)})")
+        self.w.open(f"if ({self.cxx(node.condition)})")
         self._body(tag)
         self.w.close()
 
     def _Assign(self, tag: int, node: C.Assign) -> None:
-        self.w(f"{node.target.name} = {cxx(node.value)};")
+        self.w(f"{node.target.name} = {self.cxx(node.value)};")
 
     def _ZeroAccumulator(self, tag: int, node: C.ZeroAccumulator) -> None:
         self.w("#pragma unroll")
@@ -256,11 +274,11 @@ class _Codegen:
         f = sympy.Symbol("f_", integer=True, nonnegative=True)
         cond_at = node.condition.subs(fk, f)
         w.open("")  # scope of the mainloop
-        w(f"// K loop: trip count by bisection on its condition (true on a prefix of [0, {cxx(node.extent)}])")
-        w(f"int lo_ = 0, hi_ = {cxx(node.extent)};")
+        w(f"// K loop: trip count by bisection on its condition (true on a prefix of [0, {self.cxx(node.extent)}])")
+        w(f"int lo_ = 0, hi_ = {self.cxx(node.extent)};")
         w.open("while (lo_ < hi_)")
         w("const int f_ = (lo_ + hi_) >> 1;")
-        w(f"if ({cxx(cond_at)}) lo_ = f_ + 1; else hi_ = f_;")
+        w(f"if ({self.cxx(cond_at)}) lo_ = f_ + 1; else hi_ = f_;")
         w.close()
         w("const int count_ = lo_;")
 
@@ -270,7 +288,7 @@ class _Codegen:
         def fetch(index: str) -> None:
             w.open(f"if ({index} < count_)")
             w(f"const int f_ = {index}, stage_ = f_ % STAGES;")
-            w(f"{assign.target.name} = {cxx(assign.value.subs(fk, f))};")
+            w(f"{assign.target.name} = {self.cxx(assign.value.subs(fk, f))};")
             self._load(load_a, "sA_", "A_STAGE", plans["A"])
             self._load(load_b, "sB_", "B_STAGE", plans["B"])
             w.close()
@@ -321,8 +339,8 @@ class _Codegen:
         w(f"// {x} loads: pointer, strides and row mask fixed for the whole K loop")
         w(f"const int {x}_i0_ = tid_ / {cpr}, {x}_j0_ = (tid_ % {cpr}) * 8;")
         base = address.subs({i: sympy.Symbol(f"{x}_i0_"), j: sympy.Symbol(f"{x}_j0_"), k: 0})
-        w(f"const half* const {x}_base_ = {x} + ({cxx(base)});")
-        w(f"const int {x}_dk_ = {cxx(d_k)}, {x}_dr_ = {cxx(d_i * di)};")
+        w(f"const half* const {x}_base_ = {x} + ({self.cxx(base)});")
+        w(f"const int {x}_dk_ = {self.cxx(d_k)}, {x}_dr_ = {self.cxx(d_i * di)};")
         w(f"unsigned {x}_rows_ = 0;")
         w("#pragma unroll")
         w.open(f"for (int r_ = 0; r_ < {reps}; ++r_)")
@@ -332,7 +350,7 @@ class _Codegen:
             if fixed.free_symbols & {i, j}
             else "// (the row mask does not depend on the element)"
         )
-        w(f"{x}_rows_ |= (unsigned)({cxx(fixed)}) << r_;")
+        w(f"{x}_rows_ |= (unsigned)({self.cxx(fixed)}) << r_;")
         w.close()
         return _Hoisted(reps, di, moving)
 
@@ -351,7 +369,7 @@ class _Codegen:
             w("#pragma unroll")
             w.open(f"for (int r_ = 0; r_ < {plan.reps}; ++r_)")
             w(f"const int {i} = {x}_i0_ + r_ * {plan.di}, {j} = {x}_j0_;")
-            w(f"const bool ok_ = (({x}_rows_ >> r_) & 1u) && ({cxx(plan.moving)});")
+            w(f"const bool ok_ = (({x}_rows_ >> r_) & 1u) && ({self.cxx(plan.moving)});")
             w(
                 f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, {j} / 8, {cpr}) * 8), "
                 f"ok_ ? p_ + r_ * {x}_dr_ : {x}, ok_ ? 16 : 0);"
@@ -363,8 +381,8 @@ class _Codegen:
             w(f"// {node.tensor} tile {rows}x{cols}: 16-byte cp.async vectors, swizzled")
             self._strided("v_", rows * cpr, "#pragma unroll")
             w(f"const int {i} = v_ / {cpr}, {j} = (v_ % {cpr}) * 8;")
-            w(f"const bool ok_ = {cxx(node.mask)};")
-            w(f"const half* src_ = ok_ ? {node.tensor} + ({cxx(node.address)}) : {node.tensor};")
+            w(f"const bool ok_ = {self.cxx(node.mask)};")
+            w(f"const half* src_ = ok_ ? {node.tensor} + ({self.cxx(node.address)}) : {node.tensor};")
             w(f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, v_ % {cpr}, {cpr}) * 8), src_, ok_ ? 16 : 0);")
             self._end_strided(rows * cpr)
         else:
@@ -377,7 +395,7 @@ class _Codegen:
                 zero = "__float2half(0.f)"
             else:
                 slot, zero = f"{i} * {pitch} + {j}", "0.f"
-            w(f"({dst})[{slot}] = ({cxx(node.mask)}) ? {node.tensor}[{cxx(node.address)}] : {zero};")
+            w(f"({dst})[{slot}] = ({self.cxx(node.mask)}) ? {node.tensor}[{self.cxx(node.address)}] : {zero};")
             self._end_strided(rows * cols)
         w.close()
 
@@ -477,11 +495,11 @@ class _Codegen:
 
     def _slot(self, slot: sympy.Expr) -> str:
         """This CTA's fp32 partial tile in workspace slot ``slot``."""
-        return f"workspace + (size_t)({cxx(slot)}) * (BM * BN)"
+        return f"workspace + (size_t)({self.cxx(slot)}) * (BM * BN)"
 
     def _flag(self, flag: sympy.Expr) -> str:
         """This CTA's fixup flag ``flag``."""
-        return f"flags + ({cxx(flag)})"
+        return f"flags + ({self.cxx(flag)})"
 
     def _StorePartial(self, tag: int, node: C.StorePartial) -> None:
         self.w.open("")
@@ -537,8 +555,8 @@ class _Codegen:
         w("#pragma unroll")
         w.open("for (int e_ = 0; e_ < NACC; e_ += 2)")
         w(f"const int {i.name} = {row}, {j.name} = {col};")
-        w(f"const bool ok0_ = {cxx(node.mask)}, ok1_ = {cxx(node.mask.subs(j, j + 1))};")
-        w(f"const int at_ = {cxx(node.address)};")
+        w(f"const bool ok0_ = {self.cxx(node.mask)}, ok1_ = {self.cxx(node.mask.subs(j, j + 1))};")
+        w(f"const int at_ = {self.cxx(node.address)};")
         w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
         w.open("if (beta != 0.f)")
         w("if (ok0_) v0_ += beta * __half2float(C[at_]);")
@@ -562,8 +580,8 @@ class _Codegen:
         w("#pragma unroll")
         w.open("for (int e_ = 0; e_ < NACC; ++e_)")
         w(f"const int {i} = {row}, {j} = {col};")
-        w.open(f"if ({cxx(node.mask)})")
-        w(f"const int at_ = {cxx(node.address)};")
+        w.open(f"if ({self.cxx(node.mask)})")
+        w(f"const int at_ = {self.cxx(node.address)};")
         w("float v_ = alpha * acc[e_];")
         w(f"if (beta != 0.f) v_ += beta * {load}(C[at_]);")
         w(f"D[at_] = {cast}(v_);")

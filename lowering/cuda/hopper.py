@@ -50,7 +50,6 @@ from ctgraph import control as C
 
 from .codegen import _Codegen
 from .options import CLUSTERS, CudaOptions
-from .printer import cxx
 from .ptx import WGMMA_N, render
 
 __all__ = [
@@ -190,6 +189,7 @@ class HopperCodegen(_Codegen):
             "#include <cuda_fp16.h>\n\n"
             "namespace ctg {\n"
             f"{consts}\n"
+            f"{self._divisor_prelude()}"
             "// a CUtensorMap (cuTensorMapEncodeTiled), passed by value as a __grid_constant__ parameter\n"
             "struct alignas(64) TensorMap { unsigned long long opaque[16]; };\n"
             f"{check}\n"
@@ -201,7 +201,7 @@ class HopperCodegen(_Codegen):
         w, k = self.w, self.kernel
         self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc"}
         loads = self._loads_below(self.tag)
-        params = ", ".join(f"const int {p.name}" for p in k.params)
+        params = self._params()
         clustered = self.L["CLUSTER"] > 1
         if clustered:
             self.templates |= {"cluster_rank", "cluster_sync"}
@@ -320,7 +320,7 @@ class HopperCodegen(_Codegen):
 
     def _flag(self, flag: sympy.Expr) -> str:
         """Flags interleaved by CTA rank: flag ``f`` of CTA ``r`` is ``flags[f*CLUSTER + r]``."""
-        return f"flags + ({cxx(flag)}) * CLUSTER + cta_"
+        return f"flags + ({self.cxx(flag)}) * CLUSTER + cta_"
 
     def _consumer_only(self, tag: int, node: C.Node) -> None:
         if self.role == "consumer":
@@ -351,7 +351,7 @@ class HopperCodegen(_Codegen):
         i, j = node.row, node.col
         w.open("")
         w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier")
-        w(f"const int i0_ = {cxx(row0)} + cta_ * CTA_M + 64 * wgi_, j0_ = {cxx(col0)};")
+        w(f"const int i0_ = {self.cxx(row0)} + cta_ * CTA_M + 64 * wgi_, j0_ = {self.cxx(col0)};")
         w("#pragma unroll")
         w.open("for (int c_ = 0; c_ < BN / 64; ++c_, ++box_)")
         w("const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
@@ -364,9 +364,9 @@ class HopperCodegen(_Codegen):
         w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
         w.open("if (beta != 0.f)")
         w(f"const int {i.name} = {row}, {j.name} = {col};")
-        w(f"const int at_ = {cxx(node.address)};")
-        w(f"if ({cxx(node.mask)}) v0_ += beta * __half2float(C[at_]);")
-        w(f"if ({cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[at_ + 1]);")
+        w(f"const int at_ = {self.cxx(node.address)};")
+        w(f"if ({self.cxx(node.mask)}) v0_ += beta * __half2float(C[at_]);")
+        w(f"if ({self.cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[at_ + 1]);")
         w.close()
         w("const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));")
         w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;")
@@ -391,11 +391,11 @@ class HopperCodegen(_Codegen):
         fk = node.counter
         f = sympy.Symbol("f_", integer=True, nonnegative=True)
         w.open("")
-        w(f"// K loop: trip count by bisection on its condition (true on a prefix of [0, {cxx(node.extent)}])")
-        w(f"int lo_ = 0, hi_ = {cxx(node.extent)};")
+        w(f"// K loop: trip count by bisection on its condition (true on a prefix of [0, {self.cxx(node.extent)}])")
+        w(f"int lo_ = 0, hi_ = {self.cxx(node.extent)};")
         w.open("while (lo_ < hi_)")
         w("const int f_ = (lo_ + hi_) >> 1;")
-        w(f"if ({cxx(node.condition.subs(fk, f))}) lo_ = f_ + 1; else hi_ = f_;")
+        w(f"if ({self.cxx(node.condition.subs(fk, f))}) lo_ = f_ + 1; else hi_ = f_;")
         w.close()
         w("const int count_ = lo_;")
         if self.role == "producer":
@@ -417,13 +417,13 @@ class HopperCodegen(_Codegen):
         w("const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;")
         w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
-        w(f"{assign.target.name} = {cxx(assign.value)};")
-        w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {cxx(ac)}, {cxx(ar)} + cta_ * CTA_M);")
+        w(f"{assign.target.name} = {self.cxx(assign.value)};")
+        w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {self.cxx(ar)} + cta_ * CTA_M);")
         w("#pragma unroll")
         w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")
         w.open("for (int c_ = 0; c_ < BN / 64; ++c_)")
         w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;")
-        origin = f"{cxx(bc)} + 64 * c_, {cxx(br)} + cta_ * (BK / CLUSTER)"
+        origin = f"{self.cxx(bc)} + 64 * c_, {self.cxx(br)} + cta_ * (BK / CLUSTER)"
         if clustered:
             self.templates.add("tma_load_2d_multicast")
             w(f"tma_load_2d_multicast(dst_, &tmB, full_ + 8 * s_, {origin}, (1u << CLUSTER) - 1);  // to every CTA")

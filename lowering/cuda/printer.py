@@ -1,4 +1,7 @@
-"""Index expressions -> C++: a ``CXX17CodePrinter`` that prints integer ``/``, ``%``, ``min``/``max``."""
+"""Index expressions -> C++: a ``CXX17CodePrinter`` that prints integer ``/``, ``%``, ``min``/``max``.
+
+Divisions by ``ctg::Divisor`` parameters (:mod:`lowering.cuda.divisors`) print as ``/`` and ``%`` too;
+a product of them is divided factor by factor, so each division is one multiply-shift."""
 
 from __future__ import annotations
 
@@ -12,17 +15,51 @@ __all__ = ["IndexPrinter", "cxx"]
 
 
 class IndexPrinter(CXX17CodePrinter):
-    """Every operand is a nonnegative ``int``: C's truncating ``/`` and ``%`` are floor division here."""
+    """Every operand is a nonnegative ``int``: C's truncating ``/`` and ``%`` are floor division here.
+
+    ``divisors``: the kernel parameters that are ``ctg::Divisor`` objects. ``x // (a*b)`` with ``a``, ``b``
+    such parameters (or constants) prints as ``((x / a) / b)`` and ``x % (a*b)`` as
+    ``(x % a) + a*((x / a) % b)``: one fast division per factor instead of a generic one by the product.
+    """
+
+    def __init__(self, divisors: frozenset[sympy.Symbol] = frozenset()) -> None:
+        super().__init__()
+        self.divisors = divisors
+
+    def _factors(self, d: sympy.Expr) -> list[sympy.Expr] | None:
+        """The factors of divisor ``d`` to divide by in turn (constants first), or None: divide by ``d``."""
+        factors = sympy.Mul.make_args(d)
+        if len(factors) < 2 or not any(f in self.divisors for f in factors):
+            return None
+        if not all(f.is_Integer or f in self.divisors for f in factors):
+            return None
+        return sorted(factors, key=lambda f: (not f.is_Integer, str(f)))
 
     def _binary(self, e: sympy.Basic, op: str) -> str:
         level = PRECEDENCE["Mul"]
         return f"({self.parenthesize(e.args[0], level, strict=True)} {op} {self.parenthesize(e.args[1], level)})"
 
     def _print_FloorDiv(self, e: FloorDiv) -> str:
-        return self._binary(e, "/")
+        factors = self._factors(e.args[1])
+        if factors is None:
+            return self._binary(e, "/")
+        out = self.parenthesize(e.args[0], PRECEDENCE["Mul"], strict=True)
+        for f in factors:
+            out = f"({out} / {self._print(f)})"
+        return out
 
     def _print_Mod(self, e: Mod) -> str:
-        return self._binary(e, "%")
+        factors = self._factors(e.args[1])
+        if factors is None:
+            return self._binary(e, "%")
+        x = self.parenthesize(e.args[0], PRECEDENCE["Mul"], strict=True)
+        # x % (a*b*...) = x % a + a*((x / a) % b) + a*b*(((x / a) / b) % c) + ...
+        terms, quotient, scale = [], x, []
+        for f in factors:
+            name = self._print(f)
+            terms.append("*".join([*scale, f"({quotient} % {name})"]))
+            quotient, scale = f"({quotient} / {name})", [*scale, name]
+        return "(" + " + ".join(terms) + ")"
 
     def _print_Min(self, e: sympy.Min) -> str:
         out = self._print(e.args[0])
@@ -50,6 +87,6 @@ class IndexPrinter(CXX17CodePrinter):
 _PRINTER = IndexPrinter()
 
 
-def cxx(e: sympy.Basic | int) -> str:
+def cxx(e: sympy.Basic | int, printer: IndexPrinter = _PRINTER) -> str:
     """C++ text of an index expression (deterministic for the same expression)."""
-    return _PRINTER.doprint(sympy.sympify(e))
+    return printer.doprint(sympy.sympify(e))

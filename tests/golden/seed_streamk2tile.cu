@@ -15,6 +15,17 @@ constexpr int NACC = 8;
 constexpr int STAGES = 3;
 constexpr int A_STAGE = 256;
 constexpr int B_STAGE = 256;
+// a kernel parameter that index expressions divide by: its value and the multiply-shift that divides by it
+struct Divisor {
+    int value;
+    unsigned mul, shr;
+    __device__ __forceinline__ operator int() const { return value; }
+};
+// x / d = umulhi(x, mul) >> shr for 0 <= x < 2^31 (lowering/cuda/divisors.py); d = 1 has mul = 0
+__device__ __forceinline__ int operator/(int x, const Divisor& d) {
+    return d.mul ? (int)(__umulhi((unsigned)x, d.mul) >> d.shr) : x;
+}
+__device__ __forceinline__ int operator%(int x, const Divisor& d) { return x - (x / d) * d.value; }
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -63,7 +74,7 @@ __device__ __forceinline__ int swz(int row, int chunk, int cpr) {
 extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
     const half* __restrict__ A, const half* __restrict__ B, const half* C, half* D,
     const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,
-    const int K, const int M, const int N, const int numDPTilesPerWG, const int numSKTilesPerWG, const int numTilesDP, const int numTilesK, const int numTilesM, const int numTilesN, const int numTilesSK, const int numWGs, const int sizeA, const int sizeB, const int sizeD, const int totalTiles)
+    const int K, const int M, const int N, const int numDPTilesPerWG, const int numSKTilesPerWG, const int numTilesDP, const ctg::Divisor numTilesK, const int numTilesM, const ctg::Divisor numTilesN, const int numTilesSK, const int numWGs, const int sizeA, const int sizeB, const int sizeD, const int totalTiles)
 {
     using namespace ctg;
     extern __shared__ __align__(128) half smem_[];
@@ -83,8 +94,8 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
     int m = 0;
     int n = 0;
     float acc[NACC];
-    for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM; forTile_sk += forK_sk) {
-        m = ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN));
+    for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
+        m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
         n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
         kStart = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);
         #pragma unroll
@@ -94,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
             while (lo_ < hi_) {
                 const int f_ = (lo_ + hi_) >> 1;
-                if (((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && ((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
             }
             const int count_ = lo_;
             // A loads: pointer, strides and row mask fixed for the whole K loop
@@ -212,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             __syncthreads();
         }
         if (kStart != 0) {
-            for (child_sk = wg + 1; (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) < numTilesM; child_sk += child_sk - wg) {
+            for (child_sk = wg + 1; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += child_sk - wg) {
                 if (tid_ == 0) {
                     unsigned spins_ = 0, limit_ = 16777216u;
                     while (ld_acquire(flags + (child_sk)) != 1u)
@@ -236,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
         }
         if (kStart == 0) {
             for (level_sk = 1; level_sk < numWGs; level_sk += level_sk) {
-                if ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && (numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) < numTilesM && (wg % (2*level_sk)) < level_sk) {
+                if (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM && (wg % (2*level_sk)) < level_sk) {
                     if (tid_ == 0) {
                         unsigned spins_ = 0, limit_ = 16777216u;
                         while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk))))) != 1u)
@@ -269,8 +280,8 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             }
         }
     }
-    for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) < numTilesM; forTile_dp += forK_dp) {
-        m = ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN));
+    for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM; forTile_dp += forK_dp) {
+        m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
         n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
         #pragma unroll
         for (int e_ = 0; e_ < NACC; ++e_) acc[e_] = 0.f;
@@ -279,7 +290,7 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
             while (lo_ < hi_) {
                 const int f_ = (lo_ + hi_) >> 1;
-                if (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
             }
             const int count_ = lo_;
             // A loads: pointer, strides and row mask fixed for the whole K loop

@@ -25,6 +25,17 @@ constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 256;
 constexpr int D_STAGE = 4096;
 constexpr int D_BUFFERS = 2;
+// a kernel parameter that index expressions divide by: its value and the multiply-shift that divides by it
+struct Divisor {
+    int value;
+    unsigned mul, shr;
+    __device__ __forceinline__ operator int() const { return value; }
+};
+// x / d = umulhi(x, mul) >> shr for 0 <= x < 2^31 (lowering/cuda/divisors.py); d = 1 has mul = 0
+__device__ __forceinline__ int operator/(int x, const Divisor& d) {
+    return d.mul ? (int)(__umulhi((unsigned)x, d.mul) >> d.shr) : x;
+}
+__device__ __forceinline__ int operator%(int x, const Divisor& d) { return x - (x / d) * d.value; }
 // a CUtensorMap (cuTensorMapEncodeTiled), passed by value as a __grid_constant__ parameter
 struct alignas(64) TensorMap { unsigned long long opaque[16]; };
 static_assert(BLOCK == THREADS + 128, "one producer warpgroup, then the math warpgroups");
@@ -122,7 +133,7 @@ __device__ __forceinline__ void bar_sync(int id, int threads) {
 extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     const half* __restrict__ A, const half* __restrict__ B, const half* C, half* D,
     const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,
-    const int K, const int M, const int N, const int numDPTilesPerWG, const int numSKTilesPerWG, const int numTilesDP, const int numTilesK, const int numTilesM, const int numTilesN, const int numTilesSK, const int numWGs, const int sizeA, const int sizeB, const int sizeD, const int totalTiles,
+    const int K, const int M, const int N, const int numDPTilesPerWG, const int numSKTilesPerWG, const int numTilesDP, const ctg::Divisor numTilesK, const int numTilesM, const ctg::Divisor numTilesN, const int numTilesSK, const int numWGs, const int sizeA, const int sizeB, const int sizeD, const int totalTiles,
     const __grid_constant__ ctg::TensorMap tmA, const __grid_constant__ ctg::TensorMap tmB,
     const __grid_constant__ ctg::TensorMap tmD)
 {
@@ -156,15 +167,15 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             int k = 0;
             int m = 0;
             int n = 0;
-            for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM; forTile_sk += forK_sk) {
-                m = ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN));
+            for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
+                m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
                 n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
                  {
                     // K loop: trip count by bisection on its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
                     int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
                     while (lo_ < hi_) {
                         const int f_ = (lo_ + hi_) >> 1;
-                        if (((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && ((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                        if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
                     }
                     const int count_ = lo_;
                     #pragma unroll 1
@@ -183,15 +194,15 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                 }
             }
-            for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) < numTilesM; forTile_dp += forK_dp) {
-                m = ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN));
+            for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM; forTile_dp += forK_dp) {
+                m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
                 n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
                  {
                     // K loop: trip count by bisection on its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
                     int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
                     while (lo_ < hi_) {
                         const int f_ = (lo_ + hi_) >> 1;
-                        if (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                        if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
                     }
                     const int count_ = lo_;
                     #pragma unroll 1
@@ -228,8 +239,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         int level_sk = 0;
         int m = 0;
         int n = 0;
-        for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM; forTile_sk += forK_sk) {
-            m = ((forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN));
+        for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
+            m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
             n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
             kStart = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);
             #pragma unroll
@@ -239,7 +250,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
                 while (lo_ < hi_) {
                     const int f_ = (lo_ + hi_) >> 1;
-                    if (((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && ((f_ + forTile_sk + numSKTilesPerWG*wg) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                    if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
                 }
                 const int count_ = lo_;
                 const unsigned rows_ = (tid_ >> 7) * 64 * BK * 2;  // this warpgroup's 64 rows of the A stage
@@ -264,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
             }
             if (kStart != 0) {
-                for (child_sk = wg + 1; (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && (child_sk*numSKTilesPerWG / (numTilesK*numTilesN)) < numTilesM; child_sk += child_sk - wg) {
+                for (child_sk = wg + 1; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += child_sk - wg) {
                     if (tid_ == 0) {
                         unsigned spins_ = 0, limit_ = 16777216u;
                         while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
@@ -288,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             }
             if (kStart == 0) {
                 for (level_sk = 1; level_sk < numWGs; level_sk += level_sk) {
-                    if ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && (numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / (numTilesK*numTilesN)) < numTilesM && (wg % (2*level_sk)) < level_sk) {
+                    if (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM && (wg % (2*level_sk)) < level_sk) {
                         if (tid_ == 0) {
                             unsigned spins_ = 0, limit_ = 16777216u;
                             while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
@@ -336,8 +347,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 }
             }
         }
-        for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) < numTilesM; forTile_dp += forK_dp) {
-            m = ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN));
+        for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM; forTile_dp += forK_dp) {
+            m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
             n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
             #pragma unroll
             for (int e_ = 0; e_ < NACC; ++e_) acc[e_] = 0.f;
@@ -346,7 +357,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
                 while (lo_ < hi_) {
                     const int f_ = (lo_ + hi_) >> 1;
-                    if (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && ((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / (numTilesK*numTilesN)) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                    if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
                 }
                 const int count_ = lo_;
                 const unsigned rows_ = (tid_ >> 7) * 64 * BK * 2;  // this warpgroup's 64 rows of the A stage
