@@ -10,8 +10,9 @@ are lowered per element type:
 - **float32**: exact fp32 FMA on a 16 x (threads/16) thread grid (the simpler path), element-wise loads.
 
 The innermost ForLoop (``k = ...; LoadTile A; LoadTile B; Multiply``) becomes a software pipeline:
-its trip count is found once per tile by bisection on the loop condition (it holds on a prefix,
-bounded by ``ForLoop.extent``), then iteration ``f + stages - 1`` is fetched while ``f`` computes.
+its trip count is found once per tile from the loop condition (it holds on a prefix, bounded by
+``ForLoop.extent``: one test at the end of the range, else bisection), then iteration ``f + stages - 1``
+is fetched while ``f`` computes.
 Accumulators live in registers as ``acc[NACC]``; partials go to the fp32 workspace thread-major
 (``ws[slot][e][tid]``, coalesced), and flags use the ``ld.acquire`` / ``red.release`` templates.
 """
@@ -272,15 +273,8 @@ class _Codegen:
             raise NotImplementedError("the CUDA mainloop needs a unit-step K loop with a known extent")
         fk = node.counter
         f = sympy.Symbol("f_", integer=True, nonnegative=True)
-        cond_at = node.condition.subs(fk, f)
         w.open("")  # scope of the mainloop
-        w(f"// K loop: trip count by bisection on its condition (true on a prefix of [0, {self.cxx(node.extent)}])")
-        w(f"int lo_ = 0, hi_ = {self.cxx(node.extent)};")
-        w.open("while (lo_ < hi_)")
-        w("const int f_ = (lo_ + hi_) >> 1;")
-        w(f"if ({self.cxx(cond_at)}) lo_ = f_ + 1; else hi_ = f_;")
-        w.close()
-        w("const int count_ = lo_;")
+        self._trip_count(node)
 
         self._k_name = assign.target.name
         plans = {node.tensor: self._hoist(node, assign.target) for node in (load_a, load_b)}
@@ -311,6 +305,25 @@ class _Codegen:
         w("cp_async_wait<0>();")
         w("__syncthreads();")
         w.close()
+
+    def _trip_count(self, node: C.ForLoop) -> None:
+        """Declare ``count_``, the trip count of K loop ``node``, whose condition holds on a prefix of
+        ``[0, extent]``: when it holds at ``extent - 1`` the loop runs the whole range (one test: every tile
+        a workgroup does not share), else bisection finds where it stops. Each test is serial index math
+        (~250 cycles on the H100), paid per tile before the tile's first load and first MMA."""
+        w, f = self.w, sympy.Symbol("f_", integer=True, nonnegative=True)
+        cond = self.cxx(node.condition.subs(node.counter, f))
+        w(f"// K loop: trip count from its condition (true on a prefix of [0, {self.cxx(node.extent)}])")
+        w(f"int lo_ = 0, hi_ = {self.cxx(node.extent)};")
+        w.open("if (hi_ > 0)")
+        w("const int f_ = hi_ - 1;")
+        w(f"if ({cond}) lo_ = hi_;  // the whole range")
+        w.close()
+        w.open("while (lo_ < hi_)")
+        w("const int f_ = (lo_ + hi_) >> 1;")
+        w(f"if ({cond}) lo_ = f_ + 1; else hi_ = f_;")
+        w.close()
+        w("const int count_ = lo_;")
 
     def _hoist(self, node: C.LoadTile, k: sympy.Symbol) -> _Hoisted | None:
         """Split a vector tile load into what is fixed for the whole K loop and what moves with ``k``.

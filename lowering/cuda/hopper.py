@@ -389,15 +389,8 @@ class HopperCodegen(_Codegen):
         if node.increment != 1 or node.extent is None:
             raise NotImplementedError("the CUDA mainloop needs a unit-step K loop with a known extent")
         fk = node.counter
-        f = sympy.Symbol("f_", integer=True, nonnegative=True)
         w.open("")
-        w(f"// K loop: trip count by bisection on its condition (true on a prefix of [0, {self.cxx(node.extent)}])")
-        w(f"int lo_ = 0, hi_ = {self.cxx(node.extent)};")
-        w.open("while (lo_ < hi_)")
-        w("const int f_ = (lo_ + hi_) >> 1;")
-        w(f"if ({self.cxx(node.condition.subs(fk, f))}) lo_ = f_ + 1; else hi_ = f_;")
-        w.close()
-        w("const int count_ = lo_;")
+        self._trip_count(node)
         if self.role == "producer":
             self._produce(fk, assign, load_a, load_b)
         else:

@@ -101,8 +101,12 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
         #pragma unroll
         for (int e_ = 0; e_ < NACC; ++e_) acc[e_] = 0.f;
          {
-            // K loop: trip count by bisection on its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
+            // K loop: trip count from its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
             int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
+            if (hi_ > 0) {
+                const int f_ = hi_ - 1;
+                if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
+            }
             while (lo_ < hi_) {
                 const int f_ = (lo_ + hi_) >> 1;
                 if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
@@ -286,8 +290,12 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
         #pragma unroll
         for (int e_ = 0; e_ < NACC; ++e_) acc[e_] = 0.f;
          {
-            // K loop: trip count by bisection on its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
+            // K loop: trip count from its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
             int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
+            if (hi_ > 0) {
+                const int f_ = hi_ - 1;
+                if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
+            }
             while (lo_ < hi_) {
                 const int f_ = (lo_ + hi_) >> 1;
                 if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
