@@ -85,7 +85,8 @@ class ForLoop(Node):
 
     ``extent``, when given, bounds the trip count: the condition is false for ``counter - init >= extent``
     and, for loops stepping by one, holds on a prefix of the iterations (so a backend may find the trip
-    count up front, by bisection, instead of testing the condition every iteration).
+    count up front, by one test at the end of the range and bisection, instead of testing the condition every
+    iteration).
     """
 
     counter: sympy.Symbol
