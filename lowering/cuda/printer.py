@@ -54,7 +54,9 @@ class IndexPrinter(CXX17CodePrinter):
             return self._binary(e, "%")
         x = self.parenthesize(e.args[0], PRECEDENCE["Mul"], strict=True)
         # x % (a*b*...) = x % a + a*((x / a) % b) + a*b*(((x / a) / b) % c) + ...
-        terms, quotient, scale = [], x, []
+        terms: list[str] = []
+        scale: list[str] = []
+        quotient = x
         for f in factors:
             name = self._print(f)
             terms.append("*".join([*scale, f"({quotient} % {name})"]))
