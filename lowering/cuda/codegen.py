@@ -126,13 +126,14 @@ def generate(cg: C.ControlGraph, opts: CudaOptions) -> str:
     """One CUDA C++ translation unit with an entry point per kernel of the control graph (byte-identical for
     the same graph and options)."""
     templates: set[str] = set()
+    divisors = fast_divisors(cg)  # NOTE: of the whole unit: its kernels share one parameter list
     if opts.mainloop == "wgmma":
         from .hopper import HopperCodegen
 
-        parts: list[_Codegen] = [HopperCodegen(cg, opts, tag, templates) for tag in cg.kernels]
+        parts: list[_Codegen] = [HopperCodegen(cg, opts, tag, templates, divisors) for tag in cg.kernels]
     else:
         templates |= {"cp_async_commit", "cp_async_wait"}
-        parts = [_Codegen(cg, opts, tag, templates) for tag in cg.kernels]
+        parts = [_Codegen(cg, opts, tag, templates, divisors) for tag in cg.kernels]
     bodies = "\n".join(p.body for p in parts)
     return parts[0].prelude(bodies) + bodies
 
@@ -140,7 +141,14 @@ def generate(cg: C.ControlGraph, opts: CudaOptions) -> str:
 class _Codegen:
     sync = "__syncthreads();"  # the barrier of the threads that run the fixup and epilogue
 
-    def __init__(self, cg: C.ControlGraph, opts: CudaOptions, kernel: int, templates: set[str]) -> None:
+    def __init__(
+        self,
+        cg: C.ControlGraph,
+        opts: CudaOptions,
+        kernel: int,
+        templates: set[str],
+        divisors: frozenset[sympy.Symbol],
+    ) -> None:
         self.cg, self.opts, self.tag = cg, opts, kernel
         self.kernel: C.Kernel = cg[kernel]  # type: ignore[assignment]
         self.dtype = self.kernel.dtype
@@ -148,7 +156,7 @@ class _Codegen:
         self.L = self.layout()
         self.vector = opts.vector and self.mma
         self.templates = templates  # NOTE: shared by the kernels of one unit; the prelude renders them all
-        self.divisors = fast_divisors(cg)  # NOTE: of the whole unit: its kernels share one parameter list
+        self.divisors = divisors  # the unit's ctg::Divisor parameters (fast_divisors)
         self.printer = IndexPrinter(self.divisors)
         self.w = _Writer()
         self.body = self._kernel()
