@@ -6,19 +6,31 @@ candidate tile has measured costs on a loaded GPU: ``launch`` per kernel, ``t0``
 (pipeline fill, epilogue) and ``c`` per ``BM x BN x BK`` iteration, and runs ``g`` workgroups at once:
 ``SMs / cluster``, or fewer where clusters do not pack into the GPCs (30 clusters of 4 on the H100, not
 33). ``c`` has two values: rows of A and B that start on 128-byte lines (``K`` and ``N`` multiples of 64
-fp16 elements), and rows that do not, where each 128-byte TMA box row straddles two lines. A CTA's L2
-reads then nearly double, and a tile whose CTA reads ``CTA_M + BN/cluster`` rows per iteration becomes
-bound by the L2: single-CTA tiles run up to 1.9x slower per iteration, clusters of 2 that multicast B
-1.2-1.35x, clusters of 4 (a quarter of B per CTA) 1.05-1.2x. For ``T`` tiles of ``kt`` iterations the
-cheaper of the two schedules is predicted::
+fp16 elements), and rows that do not (``c_u``), where each 128-byte TMA box row straddles two lines. A
+CTA's L2 reads then nearly double, and with all ``g`` workgroups running a tile whose CTA reads
+``CTA_M + BN/cluster`` rows per iteration becomes bound by the L2: single-CTA tiles run up to 1.9x slower
+per iteration, clusters of 2 that multicast B 1.2-1.35x, clusters of 4 (a quarter of B per CTA)
+1.05-1.2x. With ``a < g`` workgroups running the L2 has bandwidth to spare, and the penalty shrinks as
+the square root of the load::
 
-    data-parallel:  launch + ceil(T / g) * (t0 + kt * c)
-    Stream-K:       launch + (T * kt / g) * c + (T / g + 2 + log2(ceil(g / T))) * t0
-                    (iterations shared out; fixup seams; ceil(g / T) workgroups on a tile add their
-                    partials up a tree log2 of that deep)
+    c(a) = c + (c_u - c) * sqrt(a / g)            (c(a) = c for aligned rows)
 
-and :func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger
-tile). ``python -m ctgraph calibrate --tiles`` measures the costs on the GPU at hand
+For ``T`` tiles of ``kt`` iterations, ``W = ceil(T / g)`` waves with ``a = T - (W - 1) * g`` tiles in the
+last, the cheaper of the two schedules is predicted::
+
+    data-parallel:  launch + W * t0 + kt * ((W - 1) * c(g) + c(a))
+    Stream-K:       launch + (T * kt / g) * c(g) + (T / g) * t0 + (1 + ceil(log2(ceil(g / T)))) * fixup
+    fixup         = FIXUP_LEVEL + (BM / cluster) * BN * 4 / FIXUP_BANDWIDTH
+
+Stream-K shares the iterations out; ``ceil(g / T)`` workgroups on a tile add their fp32 partials up a
+tree ``log2`` of that deep, and the tile's owner adds the last one: each level is a serial store, flag and
+load of one CTA's partial tile. ``FIXUP_LEVEL`` and ``FIXUP_BANDWIDTH`` (and the square root above) were
+fitted to a sweep of every candidate tile on 38 corpus shapes and checked on 40 held-out shapes
+(docs/benchmarks.md: the chosen tile's best time went from 0.75x to 0.78x cuBLAS on the held-out shapes,
+against 0.80x for the best tile of each shape).
+
+:func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile).
+``python -m ctgraph calibrate --tiles`` measures the per-tile costs on the GPU at hand
 (:func:`ctgraph.calibrate.calibrate_tiles`); :data:`H100` holds the H100 SXM figures. float32 GEMMs
 (mma.sync / FMA paths) keep the default tile.
 """
@@ -28,10 +40,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["CANDIDATES", "H100", "TileCost", "choose_tile", "predict"]
+__all__ = ["CANDIDATES", "FIXUP_BANDWIDTH", "FIXUP_LEVEL", "H100", "TileCost", "choose_tile", "predict"]
 
 DEFAULT_TILE = (128, 128, 32)
 LINE = 128  # bytes: the L2 line a TMA box row should start on
+FIXUP_LEVEL = 2.0e-6  # seconds per level of the Stream-K fixup tree (flag round trip, pipeline restart)
+FIXUP_BANDWIDTH = 20e9  # bytes per second one CTA moves its fp32 partial tile through a fixup level
 CANDIDATES: tuple[tuple[int, int, int], ...] = (
     (512, 256, 64),
     (512, 192, 64),
@@ -76,10 +90,18 @@ class TileCost:
             tail.append(str(self.resident))
         return f"TileCost({self.tile}, {', '.join(us + tail)}),"
 
-    def per_iteration(self, n: int, k: int, itemsize: int = 2) -> float:
-        """``c`` for B's and A's rows of ``n`` and ``k`` elements: aligned when both are whole 128-byte lines."""
+    def per_iteration(self, n: int, k: int, itemsize: int = 2, load: float = 1.0) -> float:
+        """``c`` for B's and A's rows of ``n`` and ``k`` elements with a fraction ``load`` of the workgroups
+        running: ``c`` when both are whole 128-byte lines, else ``c + (c_unaligned - c) * sqrt(load)``."""
         aligned = (n * itemsize) % LINE == 0 and (k * itemsize) % LINE == 0
-        return self.c if aligned or self.c_unaligned is None else self.c_unaligned
+        if aligned or self.c_unaligned is None:
+            return self.c
+        return self.c + (self.c_unaligned - self.c) * math.sqrt(load)
+
+    def fixup(self) -> float:
+        """Seconds of one level of the Stream-K fixup tree: one CTA's fp32 partial tile stored and loaded."""
+        bm, bn, _ = self.tile
+        return FIXUP_LEVEL + bm // self.sms_per_workgroup * bn * 4 / FIXUP_BANDWIDTH
 
 
 # NOTE: fitted by `python -m ctgraph calibrate --tiles` on an H100 SXM (132 SMs), 2026-11-23: wgmma path
@@ -104,9 +126,12 @@ def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
     bm, bn, bk = cost.tile
     tiles, kt = math.ceil(m / bm) * math.ceil(n / bn), math.ceil(k / bk)
     g = cost.workgroups(sms)
-    c = cost.per_iteration(n, k)
-    dp = math.ceil(tiles / g) * (cost.t0 + kt * c)
-    sk = tiles * kt / g * c + (tiles / g + 2 + math.log2(math.ceil(g / tiles))) * cost.t0
+    waves = math.ceil(tiles / g)
+    last = tiles - (waves - 1) * g
+    full, tail = cost.per_iteration(n, k), cost.per_iteration(n, k, load=last / g)
+    dp = waves * cost.t0 + kt * ((waves - 1) * full + tail)
+    levels = 1 + math.ceil(math.log2(math.ceil(g / tiles)))
+    sk = tiles * kt / g * full + tiles / g * cost.t0 + levels * cost.fixup()
     return cost.launch + min(dp, sk)
 
 

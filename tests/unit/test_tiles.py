@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import ctgraph
 from ctgraph.cli import main
-from ctgraph.tiles import CANDIDATES, DEFAULT_TILE, H100, TileCost, choose_tile, predict
+from ctgraph.tiles import CANDIDATES, DEFAULT_TILE, FIXUP_BANDWIDTH, FIXUP_LEVEL, H100, TileCost, choose_tile, predict
 
 
 def test_every_candidate_has_costs_and_runs_on_the_wgmma_path():
@@ -31,15 +31,20 @@ def test_predict_is_waves_of_tiles_or_shared_iterations():
     assert predict(cost, 12 * 128, 11 * 128, 256) == pytest.approx(2e-6 + 1e-6 + 4 * 0.5e-6)
     # 133 tiles: a second, almost empty wave costs data-parallel a whole tile; Stream-K shares it out
     dp = 2 * (1e-6 + 4 * 0.5e-6)
-    sk = 133 * 4 / 132 * 0.5e-6 + (133 / 132 + 2 + 0) * 1e-6  # one workgroup per tile: no fixup tree
+    fixup = FIXUP_LEVEL + 128 * 128 * 4 / FIXUP_BANDWIDTH  # one CTA's fp32 partial tile, stored and loaded
+    sk = 133 * 4 / 132 * 0.5e-6 + 133 / 132 * 1e-6 + fixup  # one workgroup per tile: only the owner's level
     assert predict(cost, 133 * 128, 128, 256) == pytest.approx(2e-6 + min(dp, sk))
 
 
 def test_stream_k_pays_for_its_fixup_tree():
     cost = TileCost((128, 128, 64), launch=0.0, t0=1e-6, c=0.5e-6)
-    # one tile of 1024 iterations over 128 workgroups: partials add up a tree log2(128) = 7 deep
-    sk = 1024 / 128 * 0.5e-6 + (1 / 128 + 2 + 7) * 1e-6
+    # one tile of 1024 iterations over 128 workgroups: partials add up a tree log2(128) = 7 deep, then the owner
+    assert cost.fixup() == pytest.approx(FIXUP_LEVEL + 128 * 128 * 4 / FIXUP_BANDWIDTH)
+    sk = 1024 / 128 * 0.5e-6 + 1 / 128 * 1e-6 + (1 + 7) * cost.fixup()
     assert predict(cost, 128, 128, 1024 * 64, sms=128) == pytest.approx(sk)
+    # a cluster's CTAs each hold BM / cluster rows of the partial tile
+    pair = TileCost((256, 128, 64), launch=0.0, t0=1e-6, c=0.5e-6, sms_per_workgroup=2)
+    assert pair.fixup() == pytest.approx(cost.fixup())
 
 
 def test_small_gemms_get_small_tiles_and_big_ones_big_tiles():
@@ -61,6 +66,15 @@ def test_rows_off_128_byte_lines_cost_the_unaligned_rate():
     # 1 wave of 132 tiles, 4 iterations
     assert predict(cost, 12 * 128, 11 * 128, 256) == pytest.approx(1e-6 + 4 * 0.5e-6)
     assert predict(cost, 12 * 128, 11 * 128 - 8, 256) == pytest.approx(1e-6 + 4 * 0.9e-6)
+
+
+def test_the_unaligned_penalty_shrinks_with_the_load():
+    """With fewer workgroups than the GPU holds the L2 has bandwidth to spare: ``c + (c_u - c) sqrt(load)``."""
+    cost = TileCost((128, 128, 64), launch=0.0, t0=1e-6, c=0.5e-6, c_unaligned=0.9e-6)
+    assert cost.per_iteration(4104, 4096, load=0.25) == pytest.approx(0.5e-6 + 0.4e-6 * 0.5)
+    assert cost.per_iteration(4096, 4096, load=0.25) == 0.5e-6
+    # 33 tiles of 4 iterations: a quarter of the 132 SMs, as one data-parallel wave
+    assert predict(cost, 33 * 128, 128 - 8, 4 * 64) == pytest.approx(1e-6 + 4 * (0.5e-6 + 0.4e-6 * 0.5))
 
 
 def test_unaligned_big_gemms_get_a_multicasting_cluster():
