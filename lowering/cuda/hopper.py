@@ -170,17 +170,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
 
 class HopperCodegen(_Codegen):
     sync = "bar_sync(1, THREADS);"
-
-    def __init__(
-        self,
-        cg: C.ControlGraph,
-        opts: CudaOptions,
-        kernel: int,
-        templates: set[str],
-        divisors: frozenset[sympy.Symbol],
-    ) -> None:
-        self.role = "consumer"
-        super().__init__(cg, opts, kernel, templates, divisors)
+    role = "consumer"  # whose program is being printed: _role_body sets it per role
 
     def layout(self) -> dict[str, int]:
         return hopper_layout(self.kernel.macro_tile, self.dtype, self.opts)
