@@ -3,7 +3,9 @@
 For every shape of a CSV (``m,n,k``), with fp16 inputs and the same macro tile for every transform (by
 default ``macro_tile="auto"``'s choice for the shape, :mod:`ctgraph.tiles`):
 ctgraph's dataparallel, streamk and streamk2tile kernels and ``torch.matmul`` (cuBLAS, fp32 accumulate,
-reduced-precision reduction off). Two times per GEMM, as ``docs/benchmarks.md`` explains:
+reduced-precision reduction off). Each transform runs on the grid-size model's grid
+(``workgroups="auto"``, :mod:`ctgraph.model`; ``--workgroups resident``: every resident CTA). Two times
+per GEMM, as ``docs/benchmarks.md`` explains:
 
 - **kernel**: GPU time only -- a CUDA graph of back-to-back launches, replayed; median of 7 replays;
 - **call**: what Python callers see -- CUDA events around back-to-back calls filling >= 2 ms, median of 7.
@@ -98,6 +100,7 @@ def run_bench(
     macro_tile: tuple[int, int, int] | str = "auto",
     transforms: tuple[str, ...] = TRANSFORMS,
     progress: bool = True,
+    workgroups: str | None = "auto",
 ) -> list[dict[str, Any]]:
     import torch
 
@@ -127,7 +130,8 @@ def run_bench(
         runners: dict[str, Callable[[], Any]] = {"cublas": cublas}
         for t in transforms:
             try:
-                kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), transform=t, target="cuda")
+                grid = None if t == "auto" else workgroups  # "auto" sizes its own grid
+                kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), t, workgroups=grid, target="cuda")
             except ValueError:  # split-K needs a workgroup per (tile, chunk): not for shapes with many tiles
                 for key in ("tflops", "call_tflops", "call_us", "kernel_us"):
                     row[f"{t}_{key}"] = float("nan")

@@ -122,7 +122,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     shapes = read_shapes(args.shapes or DEFAULT_SHAPES)
     if args.limit:
         shapes = shapes[: args.limit]
-    run_bench(shapes, Path(args.out), macro_tile=args.tile, transforms=tuple(args.transforms))
+    grid = None if args.workgroups == "resident" else "auto"
+    run_bench(shapes, Path(args.out), macro_tile=args.tile, transforms=tuple(args.transforms), workgroups=grid)
     print((Path(args.out) / "results.md").read_text())
     return 0
 
@@ -187,6 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=(*PIPELINES, "auto"),
         default=[*TRANSFORMS, "splitk_reduce", "auto"],
         help="split-K runs only where its workgroups fit (tiles x chunks); '-' elsewhere",
+    )
+    p.add_argument(
+        "--workgroups",
+        choices=("auto", "resident"),
+        default="auto",
+        help="grid of each transform: the grid-size model's (default) or every resident CTA",
     )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.set_defaults(func=cmd_bench)

@@ -11,6 +11,19 @@ number of SMs, CTAs share an SM and each runs slower, so ``c(g)`` is ``c_alone``
 ``c_shared`` above. Two-tile and hybrid schedules add their data-parallel section's iterations (no
 peers) to the Stream-K section's time.
 
+**k-aligned grids.** When a Stream-K section has fewer tiles ``T`` than workgroups, ``best_grid`` only
+takes grids ``g = s*T`` that cut every tile into ``s`` parts of ``I = ceil(kt / s)`` iterations.
+Workgroup ``q`` starts at iteration ``q*I`` and reads k-slice ``(q*I + t) mod kt`` at time ``t``: with
+``s*I = kt`` the workgroups fall into ``s`` groups, each reading its own ``1/s`` of K in step with the
+others, so an operand slice is fetched from HBM once and shared through the L2, as in data-parallel.
+When ``s`` does not divide ``kt`` the parts of tile ``t`` start ``t*(s*I - kt)`` iterations late; such
+a grid is taken while that drift stays within half a part over all the tiles (``2*T*(s*I - kt) <= I``).
+On other grids the start phases spread over the whole tile and each workgroup streams its own rows
+from HBM: on an H100, 1280x1536x16384 with 128x256 tiles (60 tiles) ran Stream-K in 229 us on the
+resident 132 CTAs and in 99 us on 120 (each tile in two), 640x640x24576 with 128x128 tiles in 97 us on
+132 and in 52 us on 125 (docs/benchmarks.md). Sections with at least as many tiles as workgroups (the
+two-tile schedule's) keep every grid.
+
 ``python -m ctgraph calibrate`` fits (a, b, c_alone, c_shared, d) by nonnegative least squares on kernel
 times of this project's own kernels, and stores them per device name in the cache directory;
 :data:`DEFAULTS` are the documented constants used where no fit is stored.
@@ -28,7 +41,7 @@ import numpy as np
 from . import knobs
 from .passes import split_chunks, split_for_budget, split_sk_dp
 
-__all__ = ["DEFAULTS", "GridModel", "Work", "load_model", "save_model", "work"]
+__all__ = ["DEFAULTS", "GridModel", "Work", "k_aligned", "load_model", "save_model", "work"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,26 @@ def works(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 
     raise ValueError(f"the grid model does not know transform {transform!r}")
 
 
+def k_aligned(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> np.ndarray:
+    """For every grid size in ``g``: does its Stream-K section, if any, start its workgroups in step?
+
+    True where there is no Stream-K section, where it has at least as many tiles as workgroups, or where
+    the grid is ``s`` times its ``T`` tiles and the parts stay in step (see the module docstring).
+    """
+    g = np.asarray(g, dtype=np.int64)
+    if transform == "streamk":
+        sk_tiles = np.full_like(g, tiles)
+    elif transform in ("streamk2tile", "streamk_hybrid"):
+        sk_tiles = np.asarray(split_sk_dp(tiles, kt, g, sk_batches)[0]) // kt
+    else:
+        return np.ones(g.shape, dtype=bool)
+    per = np.maximum(sk_tiles, 1)
+    parts = np.maximum(g // per, 1)
+    size = -(-kt // parts)  # iterations per part
+    drift = sk_tiles * (parts * size - kt)  # how far the last tile's parts start from the first tile's
+    return (sk_tiles == 0) | (sk_tiles >= g) | ((g % per == 0) & (2 * drift <= size))
+
+
 def work(transform: str, tiles: int, kt: int, g: int, sk_batches: int = 2) -> Work:
     """The per-CTA work of ``transform`` for ``tiles`` output tiles of ``kt`` iterations on ``g`` CTAs."""
     iters, peers, dp = (int(a[0]) for a in works(transform, tiles, kt, np.array([g]), sk_batches))
@@ -102,9 +135,11 @@ class GridModel:
         return self.a + self.b * (peers > 1) + c * (iters + dp) + self.d * (peers - 1)
 
     def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:
-        """The g in [1, max_grid] with the least predicted time (ties: the larger g, shorter last rounds)."""
+        """The :func:`k_aligned` g in [1, max_grid] with the least predicted time (ties: the larger g, shorter
+        last rounds)."""
         g = np.arange(1, (max_grid or self.sms * self.ctas_per_sm) + 1)
         t = self.times(transform, tiles, kt, g, sk_batches)
+        t = np.where(k_aligned(transform, tiles, kt, g, sk_batches), t, np.inf)
         return int(g[np.flatnonzero(t == t.min())[-1]])
 
 

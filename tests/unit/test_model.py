@@ -8,7 +8,7 @@ import pytest
 import ctgraph
 from ctgraph.api import CPU_WORKGROUPS
 from ctgraph.calibrate import nnls
-from ctgraph.model import DEFAULTS, GridModel, Work, _peers, load_model, save_model, work
+from ctgraph.model import DEFAULTS, GridModel, Work, _peers, k_aligned, load_model, save_model, work
 
 MODEL = GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6, sms=132, ctas_per_sm=2)
 
@@ -59,6 +59,20 @@ def test_few_tiles_long_k_prefers_stream_k_over_dp():
     dp = MODEL.time(work("dataparallel", 4, 1024, 4), 4)
     g = MODEL.best_grid("streamk", 4, 1024)
     assert g > 4 and MODEL.time(work("streamk", 4, 1024, g), g) < dp / 5
+
+
+def test_stream_k_grids_cut_tiles_into_equal_parts():
+    """Fewer tiles than workgroups: only grids s*T whose parts start in step (module docstring)."""
+    assert MODEL.best_grid("streamk", 60, 256, max_grid=132) == 120  # two parts of 128, not 132 of ~116
+    assert MODEL.best_grid("streamk", 24, 512, max_grid=132) == 96  # 5 parts of 103 drift 72 > 103/2 by tile 24
+    assert MODEL.best_grid("streamk", 35, 320, max_grid=132) == 105  # 3 parts of 107 drift 35 <= 107/2
+    assert MODEL.best_grid("streamk", 20, 89, max_grid=66) == 40  # 89 is prime: 2 parts of 45 drift 20
+    assert MODEL.best_grid("streamk2tile", 80, 256, max_grid=132) == 80  # one part each: data-parallel
+    g = np.arange(1, 133)
+    assert k_aligned("dataparallel", 60, 256, g).all()
+    assert k_aligned("streamk2tile", 300, 256, g).all()  # the two-tile section has >= g tiles: any grid
+    aligned = g[k_aligned("streamk", 60, 256, g)]
+    assert set(aligned[aligned > 60]) == {120}
 
 
 def test_nnls_recovers_constants():
