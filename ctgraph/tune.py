@@ -14,9 +14,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .policy import POLICIES, TuningTable, tile_name, user_table_path
+from .policy import POLICIES, Policy, TuningTable, tile_name, user_table_path
 
-__all__ = ["tune"]
+__all__ = ["time_policy", "tune"]
+
+
+def time_policy(g: Any, policy: Policy, A: Any, B: Any, D: Any) -> tuple[float, int] | None:
+    """``(kernel seconds, workgroups)`` of GEMM graph ``g`` under ``policy`` on this GPU, with torch operands
+    ``A``, ``B`` and output ``D`` (timed as the benchmark does); None where the policy cannot run the shape
+    (split-K with more tiles than workgroups)."""
+    import torch
+
+    import ctgraph
+    from lowering.cuda import model_workgroups
+
+    from .bench import _kernel_time
+
+    wg = model_workgroups(g, policy.transform, {}, policy.sk_batches) if policy.grid == "model" else None
+    try:
+        kern = ctgraph.compile(g, policy.transform, workgroups=wg, target="cuda", sk_batches=policy.sk_batches)
+    except ValueError:
+        return None
+
+    def run() -> Any:
+        return kern(A, B, out=D, stream=torch.cuda.current_stream())
+
+    return _kernel_time(run, reps=10), kern.workgroups
 
 
 def tune(
@@ -30,9 +53,6 @@ def tune(
     import torch
 
     import ctgraph
-    from lowering.cuda import model_workgroups
-
-    from .bench import _kernel_time
 
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     rows: list[dict[str, Any]] = []
@@ -51,17 +71,8 @@ def tune(
         D = torch.empty(m, n, device="cuda", dtype=torch.float16)
         times: dict[str, float] = {}
         for p in POLICIES:
-            wg = model_workgroups(g, p.transform, {}, p.sk_batches) if p.grid == "model" else None
-            try:
-                kern = ctgraph.compile(g, transform=p.transform, workgroups=wg, target="cuda", sk_batches=p.sk_batches)
-            except ValueError:  # split-K with more tiles than workgroups: not a candidate for this shape
-                times[p.name] = float("inf")
-                continue
-
-            def run(kern=kern, A=A, B=B, D=D):
-                return kern(A, B, out=D, stream=torch.cuda.current_stream())
-
-            times[p.name] = _kernel_time(run, reps=10)
+            timed = time_policy(g, p, A, B, D)  # None: not a candidate for this shape
+            times[p.name] = timed[0] if timed else float("inf")
         device = device or drv.Context.get_device().name()
         best = min(times, key=lambda name: times[name])
         tile = tile_name(g.attrs["gemm"].macro_tile)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import ctgraph
 from ctgraph.bench import geomean, read_shapes
-from ctgraph.policy import BY_NAME
+from ctgraph.policy import BY_NAME, tile_name
 from ctgraph.tiles import CANDIDATES, choose_tile
 
 FIELDS = ("m", "n", "k", "tile", "policy", "workgroups", "us")
@@ -32,7 +32,7 @@ def measure(shapes: list[tuple[int, int, int]], policies: tuple[str, ...], out: 
     from tqdm import tqdm
 
     from ctgraph.bench import _kernel_time
-    from lowering.cuda import model_workgroups
+    from ctgraph.tune import time_policy
 
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     with open(out, "w", newline="") as f:
@@ -47,19 +47,11 @@ def measure(shapes: list[tuple[int, int, int]], policies: tuple[str, ...], out: 
             for tile in CANDIDATES:
                 g = ctgraph.gemm(m, n, k, macro_tile=tile)
                 for name in policies:
-                    p = BY_NAME[name]
-                    wg = model_workgroups(g, p.transform, {}, p.sk_batches) if p.grid == "model" else None
-                    try:
-                        kern = ctgraph.compile(g, p.transform, workgroups=wg, target="cuda", sk_batches=p.sk_batches)
-                    except ValueError:  # split-K with more tiles than workgroups
+                    timed = time_policy(g, BY_NAME[name], A, B, D)
+                    if timed is None:  # split-K with more tiles than workgroups
                         continue
-
-                    def run(kern=kern, A=A, B=B, D=D):
-                        return kern(A, B, out=D, stream=torch.cuda.current_stream())
-
-                    us = _kernel_time(run, reps=10) * 1e6
-                    row = {"m": m, "n": n, "k": k, "tile": "x".join(map(str, tile)), "policy": name}
-                    w.writerow(row | {"workgroups": kern.workgroups, "us": us})
+                    row = {"m": m, "n": n, "k": k, "tile": tile_name(tile), "policy": name}
+                    w.writerow(row | {"workgroups": timed[1], "us": timed[0] * 1e6})
             f.flush()
 
 
