@@ -4,7 +4,8 @@ For every shape of a CSV (``m,n,k``), with fp16 inputs and the same macro tile f
 default ``macro_tile="auto"``'s choice for the shape, :mod:`ctgraph.tiles`):
 ctgraph's dataparallel, streamk and streamk2tile kernels and ``torch.matmul`` (cuBLAS, fp32 accumulate,
 reduced-precision reduction off). Each transform runs on the grid-size model's grid
-(``workgroups="auto"``, :mod:`ctgraph.model`; ``--workgroups resident``: every resident CTA). Two times
+(``workgroups="auto"``, :mod:`ctgraph.model`; ``--workgroups resident``: every resident CTA) and on the
+mainloop ``--mainloop`` names (default ``auto``: wgmma on compute capability 9.0). Two times
 per GEMM, as ``docs/benchmarks.md`` explains:
 
 - **kernel**: GPU time only -- a CUDA graph of back-to-back launches, replayed; median of 7 replays;
@@ -101,6 +102,7 @@ def run_bench(
     transforms: tuple[str, ...] = TRANSFORMS,
     progress: bool = True,
     workgroups: str | None = "auto",
+    mainloop: str = "auto",
 ) -> list[dict[str, Any]]:
     import torch
 
@@ -131,7 +133,8 @@ def run_bench(
         for t in transforms:
             try:
                 grid = None if t == "auto" else workgroups  # "auto" sizes its own grid
-                kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), t, workgroups=grid, target="cuda")
+                g = ctgraph.gemm(m, n, k, macro_tile=tile)
+                kern = ctgraph.compile(g, t, workgroups=grid, target="cuda", mainloop=mainloop)
             except ValueError:  # split-K needs a workgroup per (tile, chunk): not for shapes with many tiles
                 for key in ("tflops", "call_tflops", "call_us", "kernel_us"):
                     row[f"{t}_{key}"] = float("nan")
@@ -163,7 +166,8 @@ def run_bench(
         bar.close()
     out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out / "results.csv")
-    (out / "results.md").write_text(markdown(rows, transforms, torch.cuda.get_device_name()))
+    device = torch.cuda.get_device_name() + ("" if mainloop == "auto" else f", {mainloop} mainloop")
+    (out / "results.md").write_text(markdown(rows, transforms, device))
     plot(rows, transforms, out / "results.png")
     return rows
 

@@ -119,11 +119,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from .bench import DEFAULT_SHAPES, read_shapes, run_bench
 
+    if args.mainloop == "mma" and args.tile == "auto":
+        print("error: --mainloop mma needs --tile BM BN BK (the auto tiles are the wgmma path's)", file=sys.stderr)
+        return 2
     shapes = read_shapes(args.shapes or DEFAULT_SHAPES)
     if args.limit:
         shapes = shapes[: args.limit]
     grid = None if args.workgroups == "resident" else "auto"
-    run_bench(shapes, Path(args.out), macro_tile=args.tile, transforms=tuple(args.transforms), workgroups=grid)
+    run_bench(
+        shapes,
+        Path(args.out),
+        macro_tile=args.tile,
+        transforms=tuple(args.transforms),
+        workgroups=grid,
+        mainloop=args.mainloop,
+    )
     print((Path(args.out) / "results.md").read_text())
     return 0
 
@@ -194,6 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("auto", "resident"),
         default="auto",
         help="grid of each transform: the grid-size model's (default) or every resident CTA",
+    )
+    p.add_argument(
+        "--mainloop",
+        choices=("auto", "wgmma", "mma"),  # lowering.cuda.options.MAINLOOPS (ctgraph does not import lowering)
+        default="auto",
+        help="ctgraph's mainloop: wgmma (Hopper), mma (mma.sync, any sm_80+) or auto (wgmma on compute capability 9.0)",
     )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.set_defaults(func=cmd_bench)

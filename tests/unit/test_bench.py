@@ -84,3 +84,16 @@ def test_calibration_report_on_a_perfect_fit():
             )
         ),
     )
+
+
+def test_bench_on_the_mma_path_needs_a_tile(capsys):
+    """The auto tiles are the wgmma path's (ctgraph.tiles): ``--mainloop mma`` is refused without ``--tile``,
+    before any GPU work; ``--mainloop`` offers exactly the backend's mainloops."""
+    from ctgraph.cli import main
+    from lowering.cuda.options import MAINLOOPS
+
+    assert main(["bench", "--mainloop", "mma"]) == 2
+    assert "--mainloop mma needs --tile BM BN BK" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "--mainloop", "hopper"])
+    assert "{" + ",".join(MAINLOOPS) + "}" in capsys.readouterr().err
