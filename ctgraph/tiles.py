@@ -16,18 +16,22 @@ the square root of the load::
     c(a) = c + (c_u - c) * sqrt(a / g)            (c(a) = c for aligned rows)
 
 For ``T`` tiles of ``kt`` iterations, ``W = ceil(T / g)`` waves with ``a = T - (W - 1) * g`` tiles in the
-last, the cheaper of the two schedules is predicted::
+last, the cheapest of these schedules is predicted::
 
-    data-parallel:  launch + W * t0 + kt * ((W - 1) * c(g) + c(a))
-    Stream-K:       launch + (T * kt / g) * c(g) + (T / g) * t0 + (1 + ceil(log2(ceil(g / T)))) * fixup
-    fixup         = FIXUP_LEVEL + (BM / cluster) * BN * 4 / FIXUP_BANDWIDTH
+    data-parallel:      launch + W * t0 + kt * ((W - 1) * c(g) + c(a))
+    Stream-K, T >= g:   launch + (T * kt / g) * c(g) + (T / g) * t0 + fixup
+    Stream-K, T < g:    launch + ceil(kt / s) * c(s * T) + t0 + (1 + ceil(log2(s))) * fixup
+    fixup             = FIXUP_LEVEL + (BM / cluster) * BN * 4 / FIXUP_BANDWIDTH
 
-Stream-K shares the iterations out; ``ceil(g / T)`` workgroups on a tile add their fp32 partials up a
-tree ``log2`` of that deep, and the tile's owner adds the last one: each level is a serial store, flag and
-load of one CTA's partial tile. ``FIXUP_LEVEL`` and ``FIXUP_BANDWIDTH`` (and the square root above) were
-fitted to a sweep of every candidate tile on 38 corpus shapes and checked on 40 held-out shapes
-(docs/benchmarks.md: the chosen tile's best time went from 0.75x to 0.78x cuBLAS on the held-out shapes,
-against 0.80x for the best tile of each shape).
+With at least as many tiles as workgroups (the two-tile schedule) the iterations are shared out evenly and
+a tile has one partial to add. With fewer, the grid-size model runs Stream-K on ``g = s * T`` workgroups,
+each tile cut into ``s`` parts whose workgroups read K in step (:func:`parts_in_step`,
+:func:`ctgraph.model.k_aligned`); the ``s`` parts add their fp32 partials up a tree ``log2(s)`` deep and
+the tile's owner adds the last one: each level is a serial store, flag and load of one CTA's partial tile.
+``FIXUP_LEVEL`` and ``FIXUP_BANDWIDTH`` (and the square root above) were fitted to a sweep of every
+candidate tile on 38 corpus shapes and checked on 40 held-out shapes. Pricing Stream-K as parts in step
+(the sweeps' Stream-K re-timed on those grids) took the model's tile from 0.768x to 0.818x cuBLAS on 12
+long-K shapes, for 0.754x -> 0.747x on the 38 and 0.803x -> 0.800x on the held-out (docs/benchmarks.md).
 
 :func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile).
 ``python -m ctgraph calibrate --tiles`` measures the per-tile costs on the GPU at hand
@@ -39,6 +43,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
+
+from .model import k_aligned
 
 __all__ = ["CANDIDATES", "FIXUP_BANDWIDTH", "FIXUP_LEVEL", "H100", "TileCost", "choose_tile", "predict"]
 
@@ -121,6 +129,13 @@ H100: tuple[TileCost, ...] = (
 )
 
 
+def parts_in_step(tiles: int, kt: int, g: int) -> list[int]:
+    """The ways ``s >= 2`` to cut each of ``tiles < g`` tiles into ``s`` parts whose workgroups read K in step
+    (:func:`ctgraph.model.k_aligned`): the grids ``s * tiles`` the grid-size model takes."""
+    grids = np.arange(2 * tiles, g + 1, tiles)
+    return [int(x) // tiles for x in grids[k_aligned("streamk", tiles, kt, grids)]]
+
+
 def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
     """Predicted seconds of the better of data-parallel and Stream-K for ``m x n x k`` with ``cost``'s tile."""
     bm, bn, bk = cost.tile
@@ -129,10 +144,14 @@ def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
     waves = math.ceil(tiles / g)
     last = tiles - (waves - 1) * g
     full, tail = cost.per_iteration(n, k), cost.per_iteration(n, k, load=last / g)
-    dp = waves * cost.t0 + kt * ((waves - 1) * full + tail)
-    levels = 1 + math.ceil(math.log2(math.ceil(g / tiles)))
-    sk = tiles * kt / g * full + tiles / g * cost.t0 + levels * cost.fixup()
-    return cost.launch + min(dp, sk)
+    best = waves * cost.t0 + kt * ((waves - 1) * full + tail)  # data-parallel
+    if tiles >= g:  # two-tile Stream-K: the iterations shared out evenly
+        levels = 1 + math.ceil(math.log2(math.ceil(g / tiles)))
+        best = min(best, tiles * kt / g * full + tiles / g * cost.t0 + levels * cost.fixup())
+    for s in parts_in_step(tiles, kt, g):  # fewer tiles than workgroups: each tile in s parts
+        c = cost.per_iteration(n, k, load=s * tiles / g)
+        best = min(best, math.ceil(kt / s) * c + cost.t0 + (1 + math.ceil(math.log2(s))) * cost.fixup())
+    return cost.launch + best
 
 
 def choose_tile(

@@ -11,7 +11,17 @@ from hypothesis import strategies as st
 
 import ctgraph
 from ctgraph.cli import main
-from ctgraph.tiles import CANDIDATES, DEFAULT_TILE, FIXUP_BANDWIDTH, FIXUP_LEVEL, H100, TileCost, choose_tile, predict
+from ctgraph.tiles import (
+    CANDIDATES,
+    DEFAULT_TILE,
+    FIXUP_BANDWIDTH,
+    FIXUP_LEVEL,
+    H100,
+    TileCost,
+    choose_tile,
+    parts_in_step,
+    predict,
+)
 
 
 def test_every_candidate_has_costs_and_runs_on_the_wgmma_path():
@@ -38,13 +48,29 @@ def test_predict_is_waves_of_tiles_or_shared_iterations():
 
 def test_stream_k_pays_for_its_fixup_tree():
     cost = TileCost((128, 128, 64), launch=0.0, t0=1e-6, c=0.5e-6)
-    # one tile of 1024 iterations over 128 workgroups: partials add up a tree log2(128) = 7 deep, then the owner
     assert cost.fixup() == pytest.approx(FIXUP_LEVEL + 128 * 128 * 4 / FIXUP_BANDWIDTH)
-    sk = 1024 / 128 * 0.5e-6 + 1 / 128 * 1e-6 + (1 + 7) * cost.fixup()
-    assert predict(cost, 128, 128, 1024 * 64, sms=128) == pytest.approx(sk)
+    # one tile of 1024 iterations in s parts on s of 128 workgroups: partials add up a tree log2(s) deep, then
+    # the owner; each workgroup one part, one pipeline fill. A deeper tree costs more than its shorter parts
+    # save past s = 64 here.
+    sk = {s: 1024 / s * 0.5e-6 + 1e-6 + (1 + math.log2(s)) * cost.fixup() for s in (2, 4, 8, 16, 32, 64, 128)}
+    assert min(sk, key=sk.__getitem__) == 64
+    assert predict(cost, 128, 128, 1024 * 64, sms=128) == pytest.approx(sk[64])
     # a cluster's CTAs each hold BM / cluster rows of the partial tile
     pair = TileCost((256, 128, 64), launch=0.0, t0=1e-6, c=0.5e-6, sms_per_workgroup=2)
     assert pair.fixup() == pytest.approx(cost.fixup())
+
+
+def test_fewer_tiles_than_workgroups_are_cut_into_parts_in_step():
+    """With ``T < g`` Stream-K runs on a grid ``s*T`` that cuts every tile into ``s`` equal parts (the grid
+    model's k-aligned grids): ``ceil(kt/s)`` iterations, one pipeline fill and ``1 + log2(s)`` fixup levels."""
+    assert parts_in_step(60, 256, 132) == [2]  # 120 workgroups, two parts of 128
+    assert parts_in_step(25, 384, 132) == [2, 3, 4, 5]  # 384 iterations: whole parts of 192, 128, 96; 5 drifts 1
+    assert parts_in_step(24, 8, 132) == [2, 4]  # 8 iterations: parts of 3 or 5 drift a part over 24 tiles
+    assert parts_in_step(66, 256, 132) == [2] and parts_in_step(67, 256, 132) == []
+    cost = TileCost((128, 256, 64), launch=0.0, t0=1e-6, c=0.5e-6)
+    dp = 1e-6 + 256 * 0.5e-6  # 60 tiles of 256 iterations: one wave
+    sk = 128 * 0.5e-6 + 1e-6 + 2 * cost.fixup()
+    assert predict(cost, 5 * 128, 12 * 256, 256 * 64) == pytest.approx(min(dp, sk)) == pytest.approx(sk)
 
 
 def test_small_gemms_get_small_tiles_and_big_ones_big_tiles():
