@@ -48,7 +48,16 @@ import numpy as np
 
 from .model import k_aligned
 
-__all__ = ["CANDIDATES", "FIXUP_BANDWIDTH", "FIXUP_LEVEL", "H100", "TileCost", "choose_tile", "predict"]
+__all__ = [
+    "CANDIDATES",
+    "FIXUP_BANDWIDTH",
+    "FIXUP_LEVEL",
+    "H100",
+    "TileCost",
+    "choose_tile",
+    "parts_in_step",
+    "predict",
+]
 
 DEFAULT_TILE = (128, 128, 32)
 LINE = 128  # bytes: the L2 line a TMA box row should start on
@@ -145,9 +154,8 @@ def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
     last = tiles - (waves - 1) * g
     full, tail = cost.per_iteration(n, k), cost.per_iteration(n, k, load=last / g)
     best = waves * cost.t0 + kt * ((waves - 1) * full + tail)  # data-parallel
-    if tiles >= g:  # two-tile Stream-K: the iterations shared out evenly
-        levels = 1 + math.ceil(math.log2(math.ceil(g / tiles)))
-        best = min(best, tiles * kt / g * full + tiles / g * cost.t0 + levels * cost.fixup())
+    if tiles >= g:  # two-tile Stream-K: the iterations shared out evenly, one partial per tile to add
+        best = min(best, tiles * kt / g * full + tiles / g * cost.t0 + cost.fixup())
     for s in parts_in_step(tiles, kt, g):  # fewer tiles than workgroups: each tile in s parts
         c = cost.per_iteration(n, k, load=s * tiles / g)
         best = min(best, math.ceil(kt / s) * c + cost.t0 + (1 + math.ceil(math.log2(s))) * cost.fixup())
