@@ -49,14 +49,12 @@ def tune(
     progress: bool = True,
     update: TuningTable | None = None,
 ) -> TuningTable:
-    import pycuda.driver as drv
     import torch
 
     import ctgraph
 
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     rows: list[dict[str, Any]] = []
-    device = None
     if update is not None and update.macro_tile != tile_name(macro_tile):
         raise ValueError(f"update: the table was tuned with macro_tile {update.macro_tile}, not {macro_tile}")
     gpu = torch.cuda.get_device_name()
@@ -73,7 +71,6 @@ def tune(
         for p in POLICIES:
             timed = time_policy(g, p, A, B, D)  # None: not a candidate for this shape
             times[p.name] = timed[0] if timed else float("inf")
-        device = device or drv.Context.get_device().name()
         best = min(times, key=lambda name: times[name])
         tile = tile_name(g.attrs["gemm"].macro_tile)
         rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": times})
@@ -84,7 +81,7 @@ def tune(
         if progress:
             print(f"re-timed {len(rows)} shapes, kept {len(table.rows) - len(rows)} rows of the table", flush=True)
     else:
-        table = TuningTable.build(device or "unknown", rows, macro_tile=macro_tile)
+        table = TuningTable.build(gpu, rows, macro_tile=macro_tile)
     for path in (user_table_path(table.device), out):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

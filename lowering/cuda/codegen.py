@@ -277,8 +277,6 @@ class _Codegen:
     def _mainloop(self, tag: int, node: C.ForLoop) -> None:
         w = self.w
         assign, load_a, load_b, _ = (self.cg[c] for c in self.cg.body(tag))
-        if node.increment != 1 or node.extent is None:
-            raise NotImplementedError("the CUDA mainloop needs a unit-step K loop with a known extent")
         fk = node.counter
         f = sympy.Symbol("f_", integer=True, nonnegative=True)
         w.open("")  # scope of the mainloop
@@ -319,6 +317,8 @@ class _Codegen:
         ``[0, extent]``: when it holds at ``extent - 1`` the loop runs the whole range (one test: every tile
         a workgroup does not share), else bisection finds where it stops. Each test is serial index math
         (~250 cycles on the H100), paid per tile before the tile's first load and first MMA."""
+        if node.increment != 1 or node.extent is None:
+            raise NotImplementedError("the CUDA mainloop needs a unit-step K loop with a known extent")
         w, f = self.w, sympy.Symbol("f_", integer=True, nonnegative=True)
         cond = self.cxx(node.condition.subs(node.counter, f))
         w(f"// K loop: trip count from its condition (true on a prefix of [0, {self.cxx(node.extent)}])")

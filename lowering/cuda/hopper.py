@@ -383,8 +383,6 @@ class HopperCodegen(_Codegen):
     def _mainloop(self, tag: int, node: C.ForLoop) -> None:
         w = self.w
         assign, load_a, load_b, _ = (self.cg[c] for c in self.cg.body(tag))
-        if node.increment != 1 or node.extent is None:
-            raise NotImplementedError("the CUDA mainloop needs a unit-step K loop with a known extent")
         fk = node.counter
         w.open("")
         self._trip_count(node)
