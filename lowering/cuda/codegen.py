@@ -233,15 +233,23 @@ class _Codegen:
         w("}")
         return "\n".join(w.lines) + "\n"
 
+    def _is_mainloop(self, tag: int) -> bool:
+        """The innermost K loop ``k = ...; LoadTile A; LoadTile B; Multiply``, lowered by :meth:`_mainloop`."""
+        return [type(self.cg[c]) for c in self.cg.body(tag)] == [C.Assign, C.LoadTile, C.LoadTile, C.Multiply]
+
     def _variables(self) -> set[sympy.Symbol]:
-        out = set()
+        """The kernel-scope ``int`` variables: loop counters and assignment targets, except a K loop's
+        K-tile index, which each fetch declares for itself."""
+        out, local = set(), set()
         for t, _ in self.cg.walk(self.tag):
             node = self.cg[t]
             if isinstance(node, C.Assign):
                 out.add(node.target)
             elif isinstance(node, C.ForLoop):
                 out.add(node.counter)
-        return out
+                if self._is_mainloop(t):
+                    local.add(self.cg[self.cg.body(t)[0]].target)
+        return out - local
 
     def _body(self, tag: int) -> None:
         for child in self.cg.body(tag):
@@ -251,8 +259,7 @@ class _Codegen:
     # --- control -----------------------------------------------------------------------------------
 
     def _ForLoop(self, tag: int, node: C.ForLoop) -> None:
-        kids = [type(self.cg[c]) for c in self.cg.body(tag)]
-        if kids == [C.Assign, C.LoadTile, C.LoadTile, C.Multiply]:
+        if self._is_mainloop(tag):
             self._mainloop(tag, node)
             return
         c = node.counter.name
@@ -285,28 +292,43 @@ class _Codegen:
         self._k_name = assign.target.name
         plans = {node.tensor: self._hoist(node, assign.target) for node in (load_a, load_b)}
 
-        def fetch(index: str) -> None:
-            w.open(f"if ({index} < count_)")
+        def head(index: str) -> list[Callable[[], None]]:
+            """Declare fetch ``index``'s stage, K tile and predicate; issue the loads that are not hoisted
+            and return the hoisted ones, one vector each, to be placed among the MMAs (no branch: each
+            ``cp.async`` carries the predicate ``fetch_``)."""
             w(f"const int f_ = {index}, stage_ = f_ % STAGES;")
-            w(f"{assign.target.name} = {self.cxx(assign.value.subs(fk, f))};")
-            self._load(load_a, "sA_", "A_STAGE", plans["A"])
-            self._load(load_b, "sB_", "B_STAGE", plans["B"])
-            w.close()
-            w("cp_async_commit();")
+            w("const bool fetch_ = f_ < count_;")
+            w(f"const int {assign.target.name} = {self.cxx(assign.value.subs(fk, f))};")
+            vectors: list[Callable[[], None]] = []
+            for load, buf, stage_size in ((load_a, "sA_", "A_STAGE"), (load_b, "sB_", "B_STAGE")):
+                plan = plans[load.tensor]
+                if plan is None:
+                    w.open("if (fetch_)")
+                    self._load(load, buf, stage_size)
+                    w.close()
+                else:
+                    vectors += self._fetch_vectors(load, buf, stage_size, plan)
+            return vectors
 
         w("#pragma unroll 1")
         w.open("for (int s_ = 0; s_ < STAGES - 1; ++s_)")
-        fetch("s_")
+        for vector in head("s_"):
+            vector()
+        w("cp_async_commit();")
         w.close()
         if self.mma:
-            self._mma_loop(fk.name, lambda: fetch(f"{fk.name} + STAGES - 1"))
+            self._mma_loop(fk.name, lambda: head(f"{fk.name} + STAGES - 1"))
         else:
             w("#pragma unroll 1")
             w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name})")
             w("cp_async_wait<STAGES - 2>();")
             w("__syncthreads();")
             self._fma(f"{fk.name} % STAGES")
-            fetch(f"{fk.name} + STAGES - 1")
+            w.open("")
+            for vector in head(f"{fk.name} + STAGES - 1"):
+                vector()
+            w("cp_async_commit();")
+            w.close()
             w.close()
         w("cp_async_wait<0>();")
         w("__syncthreads();")
@@ -357,9 +379,11 @@ class _Codegen:
         moving = sympy.And(*[c for c in conds if k in c.free_symbols])
         x, di, reps = node.tensor, threads // cpr, rows * cpr // threads
         w = self.w
-        w(f"// {x} loads: pointer, strides and row mask fixed for the whole K loop")
+        i0, j0 = sympy.Symbol(f"{x}_i0_", integer=True), sympy.Symbol(f"{x}_j0_", integer=True)
+        w(f"// {x} loads: pointer, strides, row mask and shared-memory slot fixed for the whole K loop")
         w(f"const int {x}_i0_ = tid_ / {cpr}, {x}_j0_ = (tid_ % {cpr}) * 8;")
-        base = address.subs({i: sympy.Symbol(f"{x}_i0_"), j: sympy.Symbol(f"{x}_j0_"), k: 0})
+        w(f"const int {x}_s0_ = {x}_i0_ * {cols} + swz({x}_i0_, {x}_j0_ / 8, {cpr}) * 8;")
+        base = address.subs({i: i0, j: j0, k: 0})
         w(f"const half* const {x}_base_ = {x} + ({self.cxx(base)});")
         w(f"const int {x}_dk_ = {self.cxx(d_k)}, {x}_dr_ = {self.cxx(d_i * di)};")
         w(f"unsigned {x}_rows_ = 0;")
@@ -375,28 +399,46 @@ class _Codegen:
         w.close()
         return _Hoisted(reps, di, moving)
 
-    def _load(self, node: C.LoadTile, buf: str, stage_size: str, plan: _Hoisted | None = None) -> None:
+    def _fetch_vectors(self, node: C.LoadTile, buf: str, stage_size: str, plan: _Hoisted) -> list[Callable[[], None]]:
+        """Declare the pointer and slot of this fetch of a hoisted tile load; return one emitter per vector.
+
+        Vector ``r`` reads ``p + r*dr`` into slot ``dst + r*di*cols`` (swz depends on ``row & 7`` only, so
+        rows ``i0 + r*di`` with ``di % 8 == 0`` share ``i0``'s swizzle and the offset is a constant of the
+        instruction). A masked-off vector reads 0 bytes (zero fill): its address is never dereferenced."""
+        w, x = self.w, node.tensor
+        rows, cols = node.shape
+        cpr, i, j = cols // 8, node.row, node.col
+        self.templates |= {"cp_async_16", "smem_addr"}
+        w(f"// {x} tile {rows}x{cols}: 16-byte cp.async vectors, swizzled; pointer moves by k")
+        w(f"const half* const {x}_p_ = {x}_base_ + {self._k_name} * {x}_dk_;")
+        if plan.di % 8 == 0:
+            w(f"const unsigned {x}_dst_ = smem_addr({buf} + stage_ * {stage_size} + {x}_s0_);")
+        i0, j0 = sympy.Symbol(f"{x}_i0_", integer=True), sympy.Symbol(f"{x}_j0_", integer=True)
+
+        def vector(r: int) -> None:
+            row = i0 + r * plan.di
+            slot = (
+                (f"{x}_dst_ + {r * plan.di * cols * 2}" if r else f"{x}_dst_")
+                if plan.di % 8 == 0
+                else f"smem_addr({buf} + stage_ * {stage_size} + ({self.cxx(row)}) * {cols} + "
+                f"swz({self.cxx(row)}, {x}_j0_ / 8, {cpr}) * 8)"
+            )
+            ok = f"(({x}_rows_ >> {r}) & 1u)"
+            if plan.moving != sympy.true:
+                ok += f" && {self.cxx(plan.moving.subs({i: row, j: j0}))}"
+            src = f"{x}_p_ + {r} * {x}_dr_" if r else f"{x}_p_"
+            w(f"cp_async_16({slot}, {src}, ({ok}) ? 16 : 0, fetch_);")
+
+        return [lambda r=r: vector(r) for r in range(plan.reps)]
+
+    def _load(self, node: C.LoadTile, buf: str, stage_size: str) -> None:
         """Fill stage ``stage_`` of ``buf`` with the tile of ``node`` (masked elements are 0)."""
         w = self.w
         rows, cols = node.shape
         i, j = node.row.name, node.col.name
         dst = f"{buf} + stage_ * {stage_size}"
         w.open("")
-        if plan is not None:
-            self.templates |= {"cp_async_16", "smem_addr"}
-            x, cpr = node.tensor, cols // 8
-            w(f"// {x} tile {rows}x{cols}: 16-byte cp.async vectors, swizzled; pointer moves by k")
-            w(f"const half* p_ = {x}_base_ + {self._k_name} * {x}_dk_;")
-            w("#pragma unroll")
-            w.open(f"for (int r_ = 0; r_ < {plan.reps}; ++r_)")
-            w(f"const int {i} = {x}_i0_ + r_ * {plan.di}, {j} = {x}_j0_;")
-            w(f"const bool ok_ = (({x}_rows_ >> r_) & 1u) && ({self.cxx(plan.moving)});")
-            w(
-                f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, {j} / 8, {cpr}) * 8), "
-                f"ok_ ? p_ + r_ * {x}_dr_ : {x}, ok_ ? 16 : 0);"
-            )
-            w.close()
-        elif self.vector:
+        if self.vector:
             self.templates |= {"cp_async_16", "smem_addr"}
             cpr = cols // 8
             w(f"// {node.tensor} tile {rows}x{cols}: 16-byte cp.async vectors, swizzled")
@@ -404,7 +446,7 @@ class _Codegen:
             w(f"const int {i} = v_ / {cpr}, {j} = (v_ % {cpr}) * 8;")
             w(f"const bool ok_ = {self.cxx(node.mask)};")
             w(f"const half* src_ = ok_ ? {node.tensor} + ({self.cxx(node.address)}) : {node.tensor};")
-            w(f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, v_ % {cpr}, {cpr}) * 8), src_, ok_ ? 16 : 0);")
+            w(f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, v_ % {cpr}, {cpr}) * 8), src_, ok_ ? 16 : 0, true);")
             self._end_strided(rows * cpr)
         else:
             pitch = cols + 1 if (not self.mma and node.tensor == "A") else cols
@@ -434,12 +476,13 @@ class _Codegen:
             self.w.close()
         self.w.close()
 
-    def _mma_loop(self, fk: str, fetch: Callable[[], None]) -> None:
+    def _mma_loop(self, fk: str, fetch: Callable[[], list[Callable[[], None]]]) -> None:
         """The tensor-core K loop, software-pipelined at two levels.
 
         Shared memory: iteration ``f`` multiplies stage ``f % STAGES`` while stage ``(f-1) % STAGES`` is
-        refilled with iteration ``f + STAGES - 1`` (issued after k16 step ``fetch_step``, so its index
-        math overlaps the mma work). Registers: the ``ldmatrix`` fragments of step ``ks+1`` load while
+        refilled with iteration ``f + STAGES - 1``: its index math from k16 step ``fetch_step`` on, its
+        ``cp.async`` vectors spread over the remaining steps, all in the one basic block of the iteration
+        (predicated, no branch) so the scheduler interleaves them with the MMAs. Registers: the ``ldmatrix`` fragments of step ``ks+1`` load while
         step ``ks`` multiplies, and the *next* stage's first fragments load -- after the one barrier of
         the iteration -- while the last step multiplies, so no step waits on shared memory.
         """
@@ -471,10 +514,16 @@ class _Codegen:
         w.open(f"for ({fk} = 0; {fk} < count_; ++{fk})")
         w(f"const int cs_ = {fk} % STAGES, ns_ = ({fk} + 1) % STAGES;")
         fetch_at = min(self.opts.fetch_step, ks_count - 1)
+        vectors: list[Callable[[], None]] = []
         for ks in range(ks_count):
             if ks == fetch_at:
-                fetch()
+                vectors = fetch()
+            if ks >= fetch_at:
+                steps, t = ks_count - fetch_at, ks - fetch_at
+                for vector in vectors[t * len(vectors) // steps : (t + 1) * len(vectors) // steps]:
+                    vector()
             if ks == ks_count - 1:
+                w("cp_async_commit();")
                 w("cp_async_wait<STAGES - 2>();  // the next stage has landed ...")
                 w("__syncthreads();  // ... for every thread, and nobody reads the stage the next fetch refills")
                 w(f"frags_({ks_count & 1}, ns_, 0);")

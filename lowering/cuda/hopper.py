@@ -405,7 +405,7 @@ class HopperCodegen(_Codegen):
         w("const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;")
         w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
-        w(f"{assign.target.name} = {self.cxx(assign.value)};")
+        w(f"const int {assign.target.name} = {self.cxx(assign.value)};")
         w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {self.cxx(ar)} + cta_ * CTA_M);")
         w("#pragma unroll")
         w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")

@@ -34,10 +34,12 @@ TEMPLATES: dict[str, str] = {
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }""",
-    # 16-byte global -> shared copy; src_bytes < 16 zero-fills the rest (0: a masked-off vector)
+    # 16-byte global -> shared copy when `issue`; src_bytes < 16 zero-fills the rest (0: a masked-off vector)
     "cp_async_16": """
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes, bool issue) {
+    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %3, 0;\\n"
+                 "@p cp.async.cg.shared.global [%0], [%1], 16, %2;\\n}\\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes), "r"((int)issue) : "memory");
 }""",
     "cp_async_commit": """
 __device__ __forceinline__ void cp_async_commit() {
