@@ -37,7 +37,7 @@ class CudaOptions:
     vector: bool = True
     arch: str = "sm_90a"
     ctas_per_sm: int = 1  # __launch_bounds__ hint: CTAs that should fit on one SM (caps registers)
-    fetch_step: int = 0  # k16 mma steps before the next stage's loads start (measured best: 0, docs/benchmarks.md)
+    fetch_step: int = 1  # k16 mma steps before the next stage's loads start (measured best, docs/benchmarks.md)
     mainloop: str = "auto"
     cluster: int = 0
 
