@@ -19,6 +19,7 @@ Accumulators live in registers as ``acc[NACC]``; partials go to the fp32 workspa
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -382,7 +383,8 @@ class _Codegen:
         i0, j0 = sympy.Symbol(f"{x}_i0_", integer=True), sympy.Symbol(f"{x}_j0_", integer=True)
         w(f"// {x} loads: pointer, strides, row mask and shared-memory slot fixed for the whole K loop")
         w(f"const int {x}_i0_ = tid_ / {cpr}, {x}_j0_ = (tid_ % {cpr}) * 8;")
-        w(f"const int {x}_s0_ = {x}_i0_ * {cols} + swz({x}_i0_, {x}_j0_ / 8, {cpr}) * 8;")
+        if di % 8 == 0:  # the slot of vector 0; vector r's is r*di rows further (_fetch_vectors)
+            w(f"const int {x}_s0_ = {x}_i0_ * {cols} + swz({x}_i0_, {x}_j0_ / 8, {cpr}) * 8;")
         base = address.subs({i: i0, j: j0, k: 0})
         w(f"const half* const {x}_base_ = {x} + ({self.cxx(base)});")
         w(f"const int {x}_dk_ = {self.cxx(d_k)}, {x}_dr_ = {self.cxx(d_i * di)};")
@@ -429,7 +431,7 @@ class _Codegen:
             src = f"{x}_p_ + {r} * {x}_dr_" if r else f"{x}_p_"
             w(f"cp_async_16({slot}, {src}, ({ok}) ? 16 : 0, fetch_);")
 
-        return [lambda r=r: vector(r) for r in range(plan.reps)]
+        return [functools.partial(vector, r) for r in range(plan.reps)]
 
     def _load(self, node: C.LoadTile, buf: str, stage_size: str) -> None:
         """Fill stage ``stage_`` of ``buf`` with the tile of ``node`` (masked elements are 0)."""
@@ -446,7 +448,8 @@ class _Codegen:
             w(f"const int {i} = v_ / {cpr}, {j} = (v_ % {cpr}) * 8;")
             w(f"const bool ok_ = {self.cxx(node.mask)};")
             w(f"const half* src_ = ok_ ? {node.tensor} + ({self.cxx(node.address)}) : {node.tensor};")
-            w(f"cp_async_16(smem_addr({dst} + {i} * {cols} + swz({i}, v_ % {cpr}, {cpr}) * 8), src_, ok_ ? 16 : 0, true);")
+            slot = f"smem_addr({dst} + {i} * {cols} + swz({i}, v_ % {cpr}, {cpr}) * 8)"
+            w(f"cp_async_16({slot}, src_, ok_ ? 16 : 0, true);")
             self._end_strided(rows * cpr)
         else:
             pitch = cols + 1 if (not self.mma and node.tensor == "A") else cols
@@ -482,9 +485,10 @@ class _Codegen:
         Shared memory: iteration ``f`` multiplies stage ``f % STAGES`` while stage ``(f-1) % STAGES`` is
         refilled with iteration ``f + STAGES - 1``: its index math from k16 step ``fetch_step`` on, its
         ``cp.async`` vectors spread over the remaining steps, all in the one basic block of the iteration
-        (predicated, no branch) so the scheduler interleaves them with the MMAs. Registers: the ``ldmatrix`` fragments of step ``ks+1`` load while
-        step ``ks`` multiplies, and the *next* stage's first fragments load -- after the one barrier of
-        the iteration -- while the last step multiplies, so no step waits on shared memory.
+        (predicated, no branch) so the scheduler interleaves them with the MMAs. Registers: the
+        ``ldmatrix`` fragments of step ``ks+1`` load while step ``ks`` multiplies, and the *next* stage's
+        first fragments load -- after the one barrier of the iteration -- while the last step multiplies,
+        so no step waits on shared memory.
         """
         w, ks_count = self.w, self.L["BK"] // 16
         self.templates |= {"ldmatrix_x4", "ldmatrix_x4_trans", "mma_m16n8k16", "smem_addr"}
@@ -495,7 +499,8 @@ class _Codegen:
         w("unsigned a_off_[BK / 16], b_off_[NI / 2];")
         w("#pragma unroll")
         w.open("for (int ks_ = 0; ks_ < BK / 16; ++ks_)")
-        w("a_off_[ks_] = ((warp_m_ * (BM / WM) + (lane_ & 15)) * BK + swz(lane_ & 7, ks_ * 2 + (lane_ >> 4), BK / 8) * 8) * 2;")
+        w("const int c_ = ks_ * 2 + (lane_ >> 4);")
+        w("a_off_[ks_] = ((warp_m_ * (BM / WM) + (lane_ & 15)) * BK + swz(lane_ & 7, c_, BK / 8) * 8) * 2;")
         w.close()
         w("#pragma unroll")
         w.open("for (int p_ = 0; p_ < NI / 2; ++p_)")

@@ -154,7 +154,8 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             unsigned a_off_[BK / 16], b_off_[NI / 2];
             #pragma unroll
             for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
-                a_off_[ks_] = ((warp_m_ * (BM / WM) + (lane_ & 15)) * BK + swz(lane_ & 7, ks_ * 2 + (lane_ >> 4), BK / 8) * 8) * 2;
+                const int c_ = ks_ * 2 + (lane_ >> 4);
+                a_off_[ks_] = ((warp_m_ * (BM / WM) + (lane_ & 15)) * BK + swz(lane_ & 7, c_, BK / 8) * 8) * 2;
             }
             #pragma unroll
             for (int p_ = 0; p_ < NI / 2; ++p_) {
@@ -325,7 +326,8 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             unsigned a_off_[BK / 16], b_off_[NI / 2];
             #pragma unroll
             for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
-                a_off_[ks_] = ((warp_m_ * (BM / WM) + (lane_ & 15)) * BK + swz(lane_ & 7, ks_ * 2 + (lane_ >> 4), BK / 8) * 8) * 2;
+                const int c_ = ks_ * 2 + (lane_ >> 4);
+                a_off_[ks_] = ((warp_m_ * (BM / WM) + (lane_ & 15)) * BK + swz(lane_ & 7, c_, BK / 8) * 8) * 2;
             }
             #pragma unroll
             for (int p_ = 0; p_ < NI / 2; ++p_) {
