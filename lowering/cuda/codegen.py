@@ -99,11 +99,20 @@ def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> d
 
 @dataclass(frozen=True)
 class _Hoisted:
-    """A vector tile load split by :meth:`_Codegen._hoist`: vectors per thread, row step, per-fetch mask."""
+    """A vector tile load split by :meth:`_Codegen._hoist`: vectors per thread, row step, per-fetch mask,
+    and the symbols of the thread's first row and its column."""
 
     reps: int
     di: int
     moving: sympy.Expr
+    i0: sympy.Symbol
+    j0: sympy.Symbol
+
+    @property
+    def periodic(self) -> bool:
+        """``swz`` depends on ``row & 7`` only: rows ``i0 + r*di`` with ``di % 8 == 0`` share ``i0``'s swizzle,
+        so vector ``r``'s shared-memory slot is vector 0's plus ``r*di`` rows."""
+        return self.di % 8 == 0
 
 
 class _Writer:
@@ -311,11 +320,15 @@ class _Codegen:
                     vectors += self._fetch_vectors(load, buf, stage_size, plan)
             return vectors
 
+        def fetch(index: str) -> None:
+            """All of fetch ``index`` at once, committed as one group."""
+            for vector in head(index):
+                vector()
+            w("cp_async_commit();")
+
         w("#pragma unroll 1")
         w.open("for (int s_ = 0; s_ < STAGES - 1; ++s_)")
-        for vector in head("s_"):
-            vector()
-        w("cp_async_commit();")
+        fetch("s_")
         w.close()
         if self.mma:
             self._mma_loop(fk.name, lambda: head(f"{fk.name} + STAGES - 1"))
@@ -325,11 +338,7 @@ class _Codegen:
             w("cp_async_wait<STAGES - 2>();")
             w("__syncthreads();")
             self._fma(f"{fk.name} % STAGES")
-            w.open("")
-            for vector in head(f"{fk.name} + STAGES - 1"):
-                vector()
-            w("cp_async_commit();")
-            w.close()
+            fetch(f"{fk.name} + STAGES - 1")
             w.close()
         w("cp_async_wait<0>();")
         w("__syncthreads();")
@@ -383,7 +392,8 @@ class _Codegen:
         i0, j0 = sympy.Symbol(f"{x}_i0_", integer=True), sympy.Symbol(f"{x}_j0_", integer=True)
         w(f"// {x} loads: pointer, strides, row mask and shared-memory slot fixed for the whole K loop")
         w(f"const int {x}_i0_ = tid_ / {cpr}, {x}_j0_ = (tid_ % {cpr}) * 8;")
-        if di % 8 == 0:  # the slot of vector 0; vector r's is r*di rows further (_fetch_vectors)
+        plan = _Hoisted(reps, di, moving, i0, j0)
+        if plan.periodic:  # the slot of vector 0 (_fetch_vectors adds r*di rows)
             w(f"const int {x}_s0_ = {x}_i0_ * {cols} + swz({x}_i0_, {x}_j0_ / 8, {cpr}) * 8;")
         base = address.subs({i: i0, j: j0, k: 0})
         w(f"const half* const {x}_base_ = {x} + ({self.cxx(base)});")
@@ -399,35 +409,34 @@ class _Codegen:
         )
         w(f"{x}_rows_ |= (unsigned)({self.cxx(fixed)}) << r_;")
         w.close()
-        return _Hoisted(reps, di, moving)
+        return plan
 
     def _fetch_vectors(self, node: C.LoadTile, buf: str, stage_size: str, plan: _Hoisted) -> list[Callable[[], None]]:
         """Declare the pointer and slot of this fetch of a hoisted tile load; return one emitter per vector.
 
-        Vector ``r`` reads ``p + r*dr`` into slot ``dst + r*di*cols`` (swz depends on ``row & 7`` only, so
-        rows ``i0 + r*di`` with ``di % 8 == 0`` share ``i0``'s swizzle and the offset is a constant of the
-        instruction). A masked-off vector reads 0 bytes (zero fill): its address is never dereferenced."""
+        Vector ``r`` reads ``p + r*dr`` into slot ``dst + r*di*cols`` where the plan is periodic (the offset is
+        a constant of the instruction), else into its own swizzled slot. A masked-off vector reads 0 bytes
+        (zero fill): its address is never dereferenced."""
         w, x = self.w, node.tensor
         rows, cols = node.shape
         cpr, i, j = cols // 8, node.row, node.col
         self.templates |= {"cp_async_16", "smem_addr"}
         w(f"// {x} tile {rows}x{cols}: 16-byte cp.async vectors, swizzled; pointer moves by k")
         w(f"const half* const {x}_p_ = {x}_base_ + {self._k_name} * {x}_dk_;")
-        if plan.di % 8 == 0:
+        if plan.periodic:
             w(f"const unsigned {x}_dst_ = smem_addr({buf} + stage_ * {stage_size} + {x}_s0_);")
-        i0, j0 = sympy.Symbol(f"{x}_i0_", integer=True), sympy.Symbol(f"{x}_j0_", integer=True)
 
         def vector(r: int) -> None:
-            row = i0 + r * plan.di
+            row = plan.i0 + r * plan.di
             slot = (
                 (f"{x}_dst_ + {r * plan.di * cols * 2}" if r else f"{x}_dst_")
-                if plan.di % 8 == 0
+                if plan.periodic
                 else f"smem_addr({buf} + stage_ * {stage_size} + ({self.cxx(row)}) * {cols} + "
                 f"swz({self.cxx(row)}, {x}_j0_ / 8, {cpr}) * 8)"
             )
             ok = f"(({x}_rows_ >> {r}) & 1u)"
             if plan.moving != sympy.true:
-                ok += f" && {self.cxx(plan.moving.subs({i: row, j: j0}))}"
+                ok += f" && {self.cxx(plan.moving.subs({i: row, j: plan.j0}))}"
             src = f"{x}_p_ + {r} * {x}_dr_" if r else f"{x}_p_"
             w(f"cp_async_16({slot}, {src}, ({ok}) ? 16 : 0, fetch_);")
 
