@@ -36,6 +36,7 @@ class Kernel:
         options: dict[str, Any],
         sk_batches: int | None = None,
         split: int | None = None,
+        raster: int | None = None,
     ) -> None:
         self.transform = transform
         self.workgroups = workgroups
@@ -45,7 +46,8 @@ class Kernel:
         self.split = split
         self.policy: Selection | None = None  # what transform="auto" chose, and why
         self.problem: GemmProblem = graph.attrs["gemm"]
-        self.graph = run_pipeline(graph, transform, workgroups, sk_batches, split)
+        self.graph = run_pipeline(graph, transform, workgroups, sk_batches, split, raster)
+        self.raster = self.graph.attrs.get("raster", 1)  # the tile rows walked together (1: row-major)
 
     def __repr__(self) -> str:
         p = self.problem
@@ -125,6 +127,7 @@ def compile(
     target: str = "auto",
     sk_batches: int | None = None,
     split: int | None = None,
+    raster: int | None = None,
     **options: Any,
 ) -> Kernel:
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
@@ -132,10 +135,16 @@ def compile(
     ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
     ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), "splitk" (``split`` K chunks per output
     tile, default 4, one workgroup per chunk: g = tiles * chunks), or "auto": the policy (transform,
-    batches, grid) from the GPU's tuning table and grid-size model; ``kern.policy`` says what and why.
+    batches, grid, tile order) from the GPU's tuning table and grid-size model; ``kern.policy`` says
+    what and why.
     ``workgroups``: the grid size g; default: the device's co-resident CTA count on "cuda",
     :data:`CPU_WORKGROUPS` on "cpu"; "auto": the g the grid-size model (:mod:`ctgraph.model`) predicts
-    fastest for this shape. ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
+    fastest for this shape. ``raster``: the order of the output tiles (not for split-K): 1 (default)
+    row-major as seed 004; G > 1 walks G tile rows at once, column by column, for L2 reuse (Triton's
+    ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it. With
+    ``transform="auto"`` the policy picks it: 8 where A and B outgrow the GPU's L2
+    (:func:`ctgraph.policy.raster_for`), else 1.
+    ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
     ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
     kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
     ``stages``, ``vector``, ``arch``, ``ctas_per_sm``, ``fetch_step``).
@@ -150,9 +159,11 @@ def compile(
         _ask_gpu(target, options, 'transform="auto"')
         selection = choose_policy(graph, target, options)
         transform, sk_batches = selection.policy.transform, selection.policy.sk_batches
+        if raster is None and transform not in TAKES_SPLIT:
+            raster = selection.raster
         if workgroups is None:
             workgroups = selection.workgroups
-    pass_options(transform, 1, sk_batches, split)  # checks transform, sk_batches, split before any work
+    pass_options(transform, 1, sk_batches, split, raster)  # checks the pass options before any work
     if workgroups is None:
         ask = _ask_gpu(target, options, "the default workgroups (the resident CTA count)")
         workgroups = backend(target).default_workgroups(graph, transform, options) if ask else CPU_WORKGROUPS
@@ -163,7 +174,7 @@ def compile(
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
-    kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split)
+    kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, raster)
     kern.policy = selection
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here

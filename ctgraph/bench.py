@@ -5,7 +5,8 @@ default ``macro_tile="auto"``'s choice for the shape, :mod:`ctgraph.tiles`):
 ctgraph's dataparallel, streamk and streamk2tile kernels and ``torch.matmul`` (cuBLAS, fp32 accumulate,
 reduced-precision reduction off). Each transform runs on the grid-size model's grid
 (``workgroups="auto"``, :mod:`ctgraph.model`; ``--workgroups resident``: every resident CTA) and on the
-mainloop ``--mainloop`` names (default ``auto``: wgmma on compute capability 9.0). Two times
+mainloop ``--mainloop`` names (default ``auto``: wgmma on compute capability 9.0), in the tile order
+``--raster`` gives (default row-major; ``auto`` its policy's). Two times
 per GEMM, as ``docs/benchmarks.md`` explains:
 
 - **kernel**: GPU time only -- a CUDA graph of back-to-back launches, replayed; median of 7 replays;
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .gemm import check_problem
-from .passes import TRANSFORMS
+from .passes import TAKES_SPLIT, TRANSFORMS
 from .policy import tile_name
 
 __all__ = ["PEAK_TFLOPS", "run_bench"]
@@ -103,6 +104,7 @@ def run_bench(
     progress: bool = True,
     workgroups: str | None = "auto",
     mainloop: str = "auto",
+    raster: int | None = None,
 ) -> list[dict[str, Any]]:
     import torch
 
@@ -133,15 +135,16 @@ def run_bench(
         for t in transforms:
             try:
                 grid = None if t == "auto" else workgroups  # "auto" sizes its own grid
+                order = None if t in TAKES_SPLIT else raster  # None: 1, or the policy's for "auto"
                 g = ctgraph.gemm(m, n, k, macro_tile=tile)
-                kern = ctgraph.compile(g, t, workgroups=grid, target="cuda", mainloop=mainloop)
+                kern = ctgraph.compile(g, t, workgroups=grid, target="cuda", mainloop=mainloop, raster=order)
             except ValueError:  # split-K needs a workgroup per (tile, chunk): not for shapes with many tiles
                 for key in ("tflops", "call_tflops", "call_us", "kernel_us"):
                     row[f"{t}_{key}"] = float("nan")
                 if bar:
                     bar.update()
                 continue
-            row[f"{t}_workgroups"] = kern.workgroups
+            row[f"{t}_workgroups"], row[f"{t}_raster"] = kern.workgroups, kern.raster
             if kern.policy is not None:
                 row[f"{t}_policy"] = kern.policy.policy.name
 

@@ -26,7 +26,7 @@ from .model import GridModel, load_model, work
 from .passes import pass_options
 from .tiles import choose_tile
 
-__all__ = ["POLICIES", "BloomFilter", "Policy", "Selection", "TuningTable", "select"]
+__all__ = ["POLICIES", "RASTER", "BloomFilter", "Policy", "Selection", "TuningTable", "raster_for", "select"]
 
 
 @dataclass(frozen=True)
@@ -214,14 +214,27 @@ def load_table(device: str) -> TuningTable | None:
 
 @dataclass(frozen=True)
 class Selection:
-    """What ``auto`` chose and why (``kern.policy``)."""
+    """What ``auto`` chose and why (``kern.policy``); ``raster`` is the tile order's group (1: row-major)."""
 
     policy: Policy
     workgroups: int
     reason: str
+    raster: int = 1
 
     def __str__(self) -> str:
-        return f"{self.policy.name} on {self.workgroups} workgroups: {self.reason}"
+        order = f", tile rows in groups of {self.raster}" if self.raster > 1 else ""
+        return f"{self.policy.name} on {self.workgroups} workgroups{order}: {self.reason}"
+
+
+RASTER = 8  # tile rows walked together once the operands outgrow the L2 (H100: +4-8% at 6144^3-8192^3)
+
+
+def raster_for(m: int, n: int, k: int, dtype: str, l2_bytes: int) -> int:
+    """The ``raster`` for one GEMM: :data:`RASTER` when A and B together do not fit in an L2 of ``l2_bytes``
+    (0: unknown), else 1. Row-major order reads all of B once per wave of tile rows; grouping rows only pays
+    when B cannot stay in the L2 between waves, and on small GEMMs it just costs index arithmetic."""
+    itemsize = 2 if dtype == "float16" else 4
+    return RASTER if l2_bytes and (m + n) * k * itemsize > l2_bytes else 1
 
 
 def _grid(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> int:
@@ -237,9 +250,18 @@ def _predict(policy: Policy, model: GridModel, tiles: int, kt: int, resident: in
 
 @functools.lru_cache(maxsize=4096)
 def select(
-    device: str, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int], resident: int, sms: int
+    device: str,
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    macro_tile: tuple[int, int, int],
+    resident: int,
+    sms: int,
+    l2_bytes: int = 0,
 ) -> Selection:
-    """The policy for one GEMM on ``device`` (a GPU that holds ``resident`` CTAs on ``sms`` SMs)."""
+    """The policy for one GEMM on ``device`` (a GPU that holds ``resident`` CTAs on ``sms`` SMs and has an
+    L2 of ``l2_bytes``; 0 where unknown)."""
     bm, bn, bk = macro_tile
     tiles, kt = -(-m // bm) * -(-n // bn), -(-k // bk)
     model = load_model(device)
@@ -270,4 +292,4 @@ def select(
         reason = f"grid model (the tuning table was timed with macro tile {table.macro_tile})"
     else:
         reason = "grid model (shape not in the tuning table)"
-    return Selection(best, g, reason)
+    return Selection(best, g, reason, raster_for(m, n, k, dtype, l2_bytes))

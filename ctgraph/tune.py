@@ -1,10 +1,10 @@
 """``python -m ctgraph tune shapes.csv``: measure every policy on every shape and build the tuning table.
 
 For each shape (fp16, the given macro tile, recorded per row) each policy of
-:data:`ctgraph.policy.POLICIES` is timed (kernel time, as the benchmark); the fastest one's Bloom filter
-gets the shape. The table goes to the
-cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``transform="auto"`` finds it, and to ``--out``
-when given (the shipped table is made that way). ``--update TABLE`` keeps the rows of ``TABLE`` that
+:data:`ctgraph.policy.POLICIES` is timed (kernel time, as the benchmark; in the tile order ``auto`` gives
+the shape, :func:`~ctgraph.policy.raster_for`); the fastest one's Bloom filter gets the shape. The
+table goes to the cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``transform="auto"`` finds it,
+and to ``--out`` when given (the shipped table is made that way). ``--update TABLE`` keeps the rows of ``TABLE`` that
 still apply (the same tile as ``macro_tile="auto"`` picks now) and times only the other shapes: after a
 change of the tile model, only the shapes whose tile changed are re-timed. Needs torch and a GPU.
 """
@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .policy import POLICIES, Policy, TuningTable, tile_name, user_table_path
+from .passes import TAKES_SPLIT
+from .policy import POLICIES, Policy, TuningTable, raster_for, tile_name, user_table_path
 
 __all__ = ["time_policy", "tune"]
 
@@ -26,13 +27,17 @@ def time_policy(g: Any, policy: Policy, A: Any, B: Any, D: Any) -> tuple[float, 
     import torch
 
     import ctgraph
-    from lowering.cuda import model_workgroups
+    from lowering.cuda import l2_bytes, model_workgroups
 
     from .bench import _kernel_time
 
     wg = model_workgroups(g, policy.transform, {}, policy.sk_batches) if policy.grid == "model" else None
+    p = g.attrs["gemm"]
+    raster = None if policy.transform in TAKES_SPLIT else raster_for(p.m, p.n, p.k, p.dtype, l2_bytes())
     try:
-        kern = ctgraph.compile(g, policy.transform, workgroups=wg, target="cuda", sk_batches=policy.sk_batches)
+        kern = ctgraph.compile(
+            g, policy.transform, workgroups=wg, target="cuda", sk_batches=policy.sk_batches, raster=raster
+        )
     except ValueError:
         return None
 

@@ -52,24 +52,34 @@ def check_transform(name: object) -> str:
     return name  # type: ignore[return-value]
 
 
-def pass_options(name: str, workgroups: int, sk_batches: int | None = None, split: int | None = None) -> PassOptions:
+def pass_options(
+    name: str, workgroups: int, sk_batches: int | None = None, split: int | None = None, raster: int | None = None
+) -> PassOptions:
     """The options the pipeline ``name`` runs with. ``sk_batches`` (1 to 6, default 1) is for
     "streamk_hybrid" only: data-parallel plus that many waves of Stream-K work; ``split`` (default 4)
-    for "splitk" only: K chunks per output tile."""
+    for "splitk" only: K chunks per output tile; ``raster`` (default 1, row-major) for the persistent
+    transforms: output tile rows walked together (:func:`~ctgraph.passes.common.tile_order`)."""
     check_transform(name)
     if sk_batches is not None and name not in TAKES_SK_BATCHES:
         raise ValueError(f"sk_batches applies to {', '.join(sorted(TAKES_SK_BATCHES))}, not to {name!r}")
     if split is not None and name not in TAKES_SPLIT:
         raise ValueError(f"split applies to {', '.join(sorted(TAKES_SPLIT))}, not to {name!r}")
+    if raster not in (None, 1) and name in TAKES_SPLIT:
+        raise ValueError(f"raster applies to {', '.join(TRANSFORMS)}, not to {name!r} (one workgroup per chunk)")
     batches = (1 if sk_batches is None else sk_batches) if name in TAKES_SK_BATCHES else 2  # streamk2tile: 2
-    return PassOptions(workgroups, batches, 4 if split is None else split)
+    return PassOptions(workgroups, batches, 4 if split is None else split, 1 if raster is None else raster)
 
 
 def transform(
-    graph: CoordinateGraph, name: str, workgroups: int, sk_batches: int | None = None, split: int | None = None
+    graph: CoordinateGraph,
+    name: str,
+    workgroups: int,
+    sk_batches: int | None = None,
+    split: int | None = None,
+    raster: int | None = None,
 ) -> CoordinateGraph:
     """Run the pipeline ``name`` on a GEMM precondition graph with ``workgroups`` workgroups."""
-    opts = pass_options(name, workgroups, sk_batches, split)
+    opts = pass_options(name, workgroups, sk_batches, split, raster)
     steps = PIPELINES[check_transform(name)]
     out = knobs.dump_dir()
     if out is not None:

@@ -13,7 +13,16 @@ from ..edges import Flatten, Split, Tile
 from ..expr import ceildiv
 from ..graph import CoordinateGraph
 
-__all__ = ["MAX_SK_BATCHES", "PassOptions", "distribute", "flatten_tiles", "gemm_tiles", "output_tile_numbers"]
+__all__ = [
+    "MAX_SK_BATCHES",
+    "PassOptions",
+    "distribute",
+    "flatten_tiles",
+    "gemm_tiles",
+    "output_tile_numbers",
+    "raster_group",
+    "tile_order",
+]
 
 MAX_SK_BATCHES = 6
 
@@ -22,11 +31,12 @@ MAX_SK_BATCHES = 6
 class PassOptions:
     """Options every pass receives. ``workgroups`` is the grid size g; ``sk_batches`` the waves of
     Stream-K work of a hybrid schedule (1 to 6; two-tile Stream-K is 2); ``split`` the K chunks per
-    output tile of split-K."""
+    output tile of split-K; ``raster`` the tile rows walked together (:func:`tile_order`; 1: row-major)."""
 
     workgroups: int
     sk_batches: int = 2
     split: int = 4
+    raster: int = 1
 
     def __post_init__(self) -> None:
         w = self.workgroups
@@ -38,6 +48,9 @@ class PassOptions:
         s = self.split
         if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1:
             raise ValueError(f"split must be a positive integer (K chunks per output tile), got {s!r}")
+        r = self.raster
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
+            raise ValueError(f"raster must be a positive integer (tile rows walked together; 1: row-major), got {r!r}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,41 @@ def flatten_tiles(g: CoordinateGraph, dims: list[int], name: str, param: str) ->
     flat = g.add_dimension(Linear(size, name=name, param=param))
     g.add_edge(Flatten(), inputs=dims, outputs=[flat])
     return flat
+
+
+def raster_group(tile_rows: int, raster: int) -> int:
+    """The group size :func:`tile_order` uses: the largest divisor of ``tile_rows`` not above ``raster``.
+
+    A group must divide the tile rows exactly -- a partial last group would put out-of-range tiles in the
+    middle of the walk, where the kernel's loops stop -- so 8 on 12 tile rows walks groups of 6.
+    """
+    return max(d for d in range(1, min(raster, tile_rows) + 1) if tile_rows % d == 0)
+
+
+def tile_order(g: CoordinateGraph, t: GemmTiles, raster: int) -> list[int]:
+    """The output tile coordinates, slowest first, in the order a schedule walks them.
+
+    ``raster == 1``: ``[m, n]``, row-major (seed 004): the tile after ``(m, n)`` is ``(m, n + 1)``.
+    ``raster = G > 1`` (Triton's ``GROUP_SIZE_M``, CUTLASS's raster swizzle) walks G tile rows at once,
+    down each column of the group before the next column::
+
+        Tile(m; R, r)          m = R*G + r        (|R| = Mt/G, |r| = G; G divides Mt, see raster_group)
+        returns [R, n, r]      Flatten(R, n, r) = (R*Nt + n)*G + r
+
+    A wave of g consecutive tiles then reads about G tile rows of A and g/G tile columns of B, instead
+    of g/Nt rows of A and, once g >= Nt, all of B: far fewer bytes for L2 to hold when B is large.
+    """
+    if raster == 1:
+        return [t.m, t.n]
+    rows = g.size(t.m)
+    group = raster_group(int(rows), raster)
+    if group == 1:
+        return [t.m, t.n]
+    R = g.add_dimension(Linear(int(rows) // group, name="raster groups", param="numRasterGroups"))
+    r = g.add_dimension(Linear(group, name="rows of a raster group"))
+    g.add_edge(Tile(), inputs=[t.m], outputs=[R, r])
+    g.attrs["raster"] = group
+    return [R, t.n, r]
 
 
 def distribute(g: CoordinateGraph, space: int, workgroups: int, section: str = "", param: str = "tilesPerWG") -> None:

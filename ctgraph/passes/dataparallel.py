@@ -1,6 +1,7 @@
 """Data-parallel: whole output tiles over persistent workgroups, K looped inside.
 
     Flatten(m, n; L)                        L = m*|n| + n            (output tiles, |L| = T)
+                                            (with raster G: Flatten(R, n, r), see tile_order)
     Tile(L; I, Workgroup)                   L = i*g + wg             (tile = wg + i*g, persistent)
     Flatten(I, K tiles; Local)              local = i*Kt + k
     Split(Local; ForLoop(Tile), ForLoop(K)) strides (1, 1)
@@ -16,7 +17,7 @@ from ..dimensions import ForLoop, Linear, Workgroup
 from ..edges import Split, Tile
 from ..expr import ceildiv
 from ..graph import CoordinateGraph
-from .common import PassOptions, flatten_tiles, gemm_tiles
+from .common import PassOptions, flatten_tiles, gemm_tiles, tile_order
 
 __all__ = ["dataparallel"]
 
@@ -25,7 +26,7 @@ def dataparallel(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     """Attach the dangling tile coordinates of a GEMM graph to workgroups, data-parallel."""
     g = g.copy()
     t = gemm_tiles(g)
-    tiles = flatten_tiles(g, [t.m, t.n], "output tiles", "numTiles")
+    tiles = flatten_tiles(g, tile_order(g, t, opts.raster), "output tiles", "numTiles")
     rounds = g.add_dimension(Linear(ceildiv(g.size(tiles), opts.workgroups), name="tile round", param="tileRounds"))
     wg = g.add_dimension(Workgroup(opts.workgroups, param="numWGs"))
     g.add_edge(Tile(), inputs=[tiles], outputs=[rounds, wg])

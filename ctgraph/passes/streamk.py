@@ -8,21 +8,25 @@ Reading it back (the reverse walk) gives seed 004's formulas::
 
     tile = tilesPerWG*wg + forTile + forK
     m = (tile // Kt) // Nt,   n = (tile // Kt) % Nt,   k = tile % Kt
+
+With ``PassOptions.raster = G`` the output tiles are ``Flatten(R, n, r)`` instead of ``(m, n)``
+(:func:`~ctgraph.passes.common.tile_order`); K stays innermost.
 """
 
 from __future__ import annotations
 
 from ..graph import CoordinateGraph
-from .common import PassOptions, distribute, flatten_tiles, gemm_tiles
+from .common import PassOptions, distribute, flatten_tiles, gemm_tiles, tile_order
 
 __all__ = ["flatten_mnk", "streamk"]
 
 
 def flatten_mnk(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
-    """``Flatten(MacroTileNumber(A; 0), MacroTileNumber(B; 1), K tiles; global tiles)``."""
+    """``Flatten(MacroTileNumber(A; 0), MacroTileNumber(B; 1), K tiles; global tiles)`` (m and n in
+    :func:`~ctgraph.passes.common.tile_order`)."""
     g = g.copy()
     t = gemm_tiles(g)
-    flatten_tiles(g, [t.m, t.n, t.k], "global tiles", "totalTiles")
+    flatten_tiles(g, [*tile_order(g, t, opts.raster), t.k], "global tiles", "totalTiles")
     return g
 
 

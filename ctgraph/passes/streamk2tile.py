@@ -55,8 +55,8 @@ def sunder_sk_dp(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     """``Sunder(global tiles; SK tiles, DP tiles, selector)`` sized by :func:`split_sk_dp`."""
     g = g.copy()
     space = _global_tiles(g)
-    m, n, k = (g.size(t) for t in g.inputs(g.edges_in(space)[0]))
-    n_sk, n_dp = split_sk_dp(m * n, k, opts.workgroups, opts.sk_batches)
+    *tiles, k = (g.size(t) for t in g.inputs(g.edges_in(space)[0]))  # the output tile coordinates, then K
+    n_sk, n_dp = split_sk_dp(sympy.Mul(*tiles), k, opts.workgroups, opts.sk_batches)
     sk = g.add_dimension(Linear(n_sk, name="SK tiles", param="numTilesSK"))
     dp = g.add_dimension(Linear(n_dp, name="DP tiles", param="numTilesDP"))
     sel = g.add_dimension(Linear(2, name="SK/DP selector"))

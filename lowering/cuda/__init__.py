@@ -337,4 +337,11 @@ def select_policy(graph: Any, options: dict[str, Any]) -> Any:
 
     resident, sms = _occupancy(graph, "streamk2tile", options)  # NOTE: every transform shares the kernel's size
     p = graph.attrs["gemm"]
-    return select(drv.Context.get_device().name(), p.m, p.n, p.k, p.dtype, p.macro_tile, resident, sms)
+    return select(drv.Context.get_device().name(), p.m, p.n, p.k, p.dtype, p.macro_tile, resident, sms, l2_bytes())
+
+
+def l2_bytes() -> int:
+    """The L2 capacity of the current GPU (a context must be current: after a first compile)."""
+    from .driver import CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_attribute
+
+    return device_attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)

@@ -16,6 +16,7 @@ __all__ = ["CudaError", "Function", "device_attribute", "load_function", "stream
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38  # bytes
 
 
 class CudaError(RuntimeError):

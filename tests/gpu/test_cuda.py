@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ctgraph
+from ctgraph.passes.common import raster_group
 
 pytestmark = pytest.mark.gpu
 
@@ -49,6 +50,20 @@ def test_matches_numpy_and_repeats_bit_identical(shape, transform, dtype, mainlo
     m, n, k = shape
     A, B, C = operands(m, n, k, dtype)
     kern = ctgraph.compile(ctgraph.gemm(m, n, k, dtype=dtype), transform=transform, target="cuda", mainloop=mainloop)
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, dtype)
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+@pytest.mark.parametrize(("dtype", "mainloop"), MAINLOOPS, ids=lambda x: x)
+@pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
+@pytest.mark.parametrize(("shape", "raster"), [((300, 300, 512), 8), ((1921, 520, 264), 4), ((1500, 1664, 1032), 8)])
+def test_rastered_tile_order(shape, raster, transform, dtype, mainloop):
+    m, n, k = shape
+    A, B, C = operands(m, n, k, dtype)
+    g = ctgraph.gemm(m, n, k, dtype=dtype)
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop=mainloop, raster=raster)
+    assert kern.raster > 1
     D = kern(A, B, C, alpha=1.5, beta=0.5)
     check(D, A, B, C, 1.5, 0.5, dtype)
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
@@ -260,12 +275,18 @@ def test_splitk_reduce_runs_more_workgroups_than_resident():
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
 
 
-@pytest.mark.parametrize("shape", [(256, 256, 65536), (1408, 1664, 8192), (1000, 1000, 1000), (192, 1744, 6048)])
+@pytest.mark.parametrize(
+    "shape", [(256, 256, 65536), (1408, 1664, 8192), (1000, 1000, 1000), (192, 1744, 6048), (4096, 4096, 4096)]
+)
 def test_transform_auto(shape):
     m, n, k = shape
     A, B, C = operands(m, n, k, "float16")
     kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=(128, 128, 64)), transform="auto", target="cuda")
     assert kern.policy is not None and kern.transform == kern.policy.policy.transform
+    split = kern.transform in ("splitk", "splitk_reduce")
+    assert kern.raster == (1 if split else raster_group(kern.problem.tiles[0], kern.policy.raster))
+    if shape == (4096, 4096, 4096):  # 64 MiB of operands: more than the H100's L2
+        assert kern.raster == 8
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
 
 

@@ -51,11 +51,10 @@ CASES = [
 ]
 
 
-def compile_gemm(transform, shape, tile=(16, 16, 8), dtype="float32", workgroups=5):
+def compile_gemm(transform, shape, tile=(16, 16, 8), dtype="float32", workgroups=5, raster=None):
     m, n, k = shape
-    return ctgraph.compile(
-        ctgraph.gemm(m, n, k, macro_tile=tile, dtype=dtype), transform=transform, workgroups=workgroups, target="cpu"
-    )
+    g = ctgraph.gemm(m, n, k, macro_tile=tile, dtype=dtype)
+    return ctgraph.compile(g, transform=transform, workgroups=workgroups, target="cpu", raster=raster)
 
 
 def operands(shape, dtype, seed=0):
@@ -218,9 +217,10 @@ def test_nan_beta_propagates(transform):
     k=st.integers(1, 60),
     workgroups=st.integers(1, 40),
     dtype=st.sampled_from(DTYPES),
+    raster=st.integers(1, 9),
 )
-def test_random_problems(transform, tile, m, n, k, workgroups, dtype):
-    kern = compile_gemm(transform, (m, n, k), tile, dtype, workgroups)
+def test_random_problems(transform, tile, m, n, k, workgroups, dtype, raster):
+    kern = compile_gemm(transform, (m, n, k), tile, dtype, workgroups, raster)
     A, B, C = operands((m, n, k), dtype, seed=m * 10_000 + n * 100 + k)
     D = kern(A, B, C, alpha=-1.5, beta=0.5)
     check_close(D, A, B, C, -1.5, 0.5)

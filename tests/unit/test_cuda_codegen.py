@@ -242,3 +242,12 @@ def test_scalar_load_variant_compiles():
 @needs_nvcc
 def test_seed_kernel_compiles():
     check_cubin(seed_cuda_source(), "sm_90a")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("mainloop", ["mma", "wgmma"])
+@pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
+def test_rastered_source_compiles(transform, mainloop):
+    kern = cuda_kernel(transform, shape=(4096, 2048, 1000), tile=(128, 128, 64), mainloop=mainloop, raster=8)
+    assert kern.raster == 8 and "numRasterGroups" in kern.source
+    assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"

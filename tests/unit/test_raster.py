@@ -1,0 +1,107 @@
+"""Tile rasterization (``raster=G``): the output tiles walked G rows at a time, read off the graph."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+import ctgraph
+from ctgraph.dimensions import Linear
+from ctgraph.edges import Tile
+from ctgraph.passes import PIPELINES, TAKES_SPLIT
+from ctgraph.passes.common import raster_group
+from ctgraph.policy import RASTER, raster_for, select
+
+PERSISTENT = [t for t in PIPELINES if t not in TAKES_SPLIT]
+
+
+def grouped(mt, nt, group):
+    """The reference walk: groups of ``group`` tile rows, each group column by column."""
+    return [(R * group + r, n) for R in range(mt // group) for n in range(nt) for r in range(group)]
+
+
+def compile_cpu(shape, transform, raster, workgroups=1, tile=(16, 16, 8)):
+    g = ctgraph.gemm(*shape, macro_tile=tile, dtype="float32")
+    return ctgraph.compile(g, transform, workgroups=workgroups, target="cpu", raster=raster)
+
+
+@pytest.mark.parametrize(
+    ("rows", "raster", "want"),
+    [(16, 8, 8), (12, 8, 6), (7, 8, 7), (11, 8, 1), (3, 8, 3), (1, 4, 1), (9, 1, 1), (10, 4, 2)],
+)
+def test_group_is_the_largest_divisor_of_the_tile_rows(rows, raster, want):
+    assert raster_group(rows, raster) == want
+
+
+@pytest.mark.parametrize("transform", PERSISTENT)
+@pytest.mark.parametrize(("shape", "raster"), [((96, 80, 24), 3), ((130, 33, 17), 8), ((64, 64, 8), 4)])
+def test_one_workgroup_walks_the_grouped_order(shape, transform, raster):
+    """With one workgroup the schedule is the whole walk: output tiles in grouped order, K innermost."""
+    kern = compile_cpu(shape, transform, raster)
+    mt, nt, kt = kern.problem.tiles
+    assert kern.raster == raster_group(mt, raster) > 1
+    (work,) = kern.schedule()
+    assert work == [(m, n, k) for m, n in grouped(mt, nt, kern.raster) for k in range(kt)]
+
+
+@pytest.mark.parametrize("workgroups", [1, 3, 7, 40])
+@pytest.mark.parametrize("transform", PERSISTENT)
+@pytest.mark.parametrize("shape", [(96, 80, 24), (130, 33, 17), (1, 5, 3), (160, 192, 200)])
+def test_every_iteration_exactly_once(shape, transform, workgroups):
+    kern = compile_cpu(shape, transform, 4, workgroups)
+    mt, nt, kt = kern.problem.tiles
+    seen = Counter(it for work in kern.schedule() for it in work)
+    assert seen == Counter((m, n, k) for m in range(mt) for n in range(nt) for k in range(kt))
+
+
+def test_graph_carries_the_group_as_a_tile_edge():
+    kern = compile_cpu((128, 64, 32), "streamk", 4)
+    g = kern.graph
+    (groups,) = g.dimensions(Linear, name="raster groups")
+    (rows,) = g.dimensions(Linear, name="rows of a raster group")
+    (edge,) = g.edges_in(groups)
+    assert isinstance(g.edge(edge), Tile) and g.outputs(edge) == [groups, rows]
+    assert (g.size(groups), g.size(rows)) == (2, 4)
+    assert "numRasterGroups" in kern.source
+
+
+@pytest.mark.parametrize("transform", PERSISTENT)
+def test_raster_one_is_the_seed_order(transform):
+    """raster=1 (and a group that degenerates to 1) adds nothing: the graph and source are the default's."""
+    default = compile_cpu((176, 64, 32), transform, None, 3)
+    for raster in (1, 8):  # 11 tile rows: prime, so 8 falls back to 1
+        kern = compile_cpu((176, 64, 32), transform, raster, 3)
+        assert kern.raster == 1
+        assert kern.source == default.source and kern.schedule() == default.schedule()
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "8"])
+def test_bad_raster(bad):
+    with pytest.raises(ValueError, match="raster must be a positive integer"):
+        compile_cpu((16, 16, 16), "streamk", bad)
+
+
+@pytest.mark.parametrize("transform", sorted(TAKES_SPLIT))
+def test_raster_is_refused_for_split_k(transform):
+    with pytest.raises(ValueError, match="raster applies to"):
+        compile_cpu((16, 16, 16), transform, 4)
+
+
+def test_cuda_source_with_raster_is_deterministic_and_differs():
+    g = ctgraph.gemm(8192, 8192, 8192, macro_tile=(128, 128, 64))
+    src = [ctgraph.compile(g, "streamk2tile", 132, target="cuda", build=False, raster=r).source for r in (8, 8, 1)]
+    assert src[0] == src[1] != src[2]
+    assert "numRasterGroups" in src[0] and "numRasterGroups" not in src[2]
+
+
+def test_policy_rasters_only_operands_that_outgrow_the_l2():
+    l2 = 50 * 2**20
+    assert raster_for(8192, 8192, 8192, "float16", l2) == RASTER
+    assert raster_for(4096, 4096, 4096, "float16", l2) == RASTER  # 64 MiB of operands
+    assert raster_for(3072, 4096, 512, "float16", l2) == 1
+    assert raster_for(3072, 4096, 512, "float32", 2**20) == RASTER
+    assert raster_for(8192, 8192, 8192, "float16", 0) == 1  # L2 unknown: row-major
+    s = select("Raster GPU", 8192, 8192, 8192, "float16", (128, 128, 64), 132, 132, l2)
+    assert s.raster == RASTER and f"groups of {RASTER}" in str(s)
+    assert select("Raster GPU", 512, 512, 512, "float16", (128, 128, 64), 132, 132, l2).raster == 1
