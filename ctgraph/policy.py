@@ -26,7 +26,17 @@ from .model import GridModel, load_model, work
 from .passes import pass_options
 from .tiles import choose_tile
 
-__all__ = ["POLICIES", "RASTER", "BloomFilter", "Policy", "Selection", "TuningTable", "raster_for", "select"]
+__all__ = [
+    "POLICIES",
+    "RASTER",
+    "RASTERED",
+    "BloomFilter",
+    "Policy",
+    "Selection",
+    "TuningTable",
+    "raster_for",
+    "select",
+]
 
 
 @dataclass(frozen=True)
@@ -226,15 +236,21 @@ class Selection:
         return f"{self.policy.name} on {self.workgroups} workgroups{order}: {self.reason}"
 
 
-RASTER = 8  # tile rows walked together once the operands outgrow the L2 (H100: +4-8% at 6144^3-8192^3)
+RASTER = 8  # tile rows walked together once the operands outgrow the L2 (H100: +3-5% DP at 6144^3-8192^3)
+RASTERED = frozenset({"dataparallel", "streamk_hybrid"})  # the transforms whose tiles run wave after wave
 
 
-def raster_for(m: int, n: int, k: int, dtype: str, l2_bytes: int) -> int:
-    """The ``raster`` for one GEMM: :data:`RASTER` when A and B together do not fit in an L2 of ``l2_bytes``
-    (0: unknown), else 1. Row-major order reads all of B once per wave of tile rows; grouping rows only pays
-    when B cannot stay in the L2 between waves, and on small GEMMs it just costs index arithmetic."""
+def raster_for(transform: str, m: int, n: int, k: int, dtype: str, l2_bytes: int) -> int:
+    """The ``raster`` ``auto`` gives ``transform`` on one GEMM: :data:`RASTER` when A and B together do not
+    fit in an L2 of ``l2_bytes`` (0: unknown) and the transform is mostly data-parallel, else 1.
+
+    Row-major order reads all of B once per wave of tile rows; grouping rows pays only when B cannot stay
+    in the L2 between waves. A Stream-K section runs all its tiles at once, so their order does not change
+    what the L2 must hold: on the H100 grouping lost 3-12% of streamk2tile's speed on 10 of the 14 corpus
+    shapes whose operands exceed the L2, while data-parallel gained up to 5% (docs/benchmarks.md).
+    """
     itemsize = 2 if dtype == "float16" else 4
-    return RASTER if l2_bytes and (m + n) * k * itemsize > l2_bytes else 1
+    return RASTER if transform in RASTERED and l2_bytes and (m + n) * k * itemsize > l2_bytes else 1
 
 
 def _grid(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> int:
@@ -292,4 +308,4 @@ def select(
         reason = f"grid model (the tuning table was timed with macro tile {table.macro_tile})"
     else:
         reason = "grid model (shape not in the tuning table)"
-    return Selection(best, g, reason, raster_for(m, n, k, dtype, l2_bytes))
+    return Selection(best, g, reason, raster_for(best.transform, m, n, k, dtype, l2_bytes))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .passes import TAKES_SPLIT
 from .policy import POLICIES, Policy, TuningTable, raster_for, tile_name, user_table_path
 
 __all__ = ["time_policy", "tune"]
@@ -33,7 +32,7 @@ def time_policy(g: Any, policy: Policy, A: Any, B: Any, D: Any) -> tuple[float, 
 
     wg = model_workgroups(g, policy.transform, {}, policy.sk_batches) if policy.grid == "model" else None
     p = g.attrs["gemm"]
-    raster = None if policy.transform in TAKES_SPLIT else raster_for(p.m, p.n, p.k, p.dtype, l2_bytes())
+    raster = raster_for(policy.transform, p.m, p.n, p.k, p.dtype, l2_bytes())
     try:
         kern = ctgraph.compile(
             g, policy.transform, workgroups=wg, target="cuda", sk_batches=policy.sk_batches, raster=raster

@@ -95,13 +95,29 @@ def test_cuda_source_with_raster_is_deterministic_and_differs():
     assert "numRasterGroups" in src[0] and "numRasterGroups" not in src[2]
 
 
-def test_policy_rasters_only_operands_that_outgrow_the_l2():
+def test_policy_rasters_only_data_parallel_operands_that_outgrow_the_l2():
     l2 = 50 * 2**20
-    assert raster_for(8192, 8192, 8192, "float16", l2) == RASTER
-    assert raster_for(4096, 4096, 4096, "float16", l2) == RASTER  # 64 MiB of operands
-    assert raster_for(3072, 4096, 512, "float16", l2) == 1
-    assert raster_for(3072, 4096, 512, "float32", 2**20) == RASTER
-    assert raster_for(8192, 8192, 8192, "float16", 0) == 1  # L2 unknown: row-major
+    assert raster_for("dataparallel", 8192, 8192, 8192, "float16", l2) == RASTER
+    assert raster_for("streamk_hybrid", 4096, 4096, 4096, "float16", l2) == RASTER  # 64 MiB of operands
+    assert raster_for("streamk2tile", 8192, 8192, 8192, "float16", l2) == 1  # Stream-K runs its tiles at once
+    assert raster_for("splitk_reduce", 8192, 8192, 8192, "float16", l2) == 1
+    assert raster_for("dataparallel", 3072, 4096, 512, "float16", l2) == 1
+    assert raster_for("dataparallel", 3072, 4096, 512, "float32", 2**20) == RASTER
+    assert raster_for("dataparallel", 8192, 8192, 8192, "float16", 0) == 1  # L2 unknown: row-major
     s = select("Raster GPU", 8192, 8192, 8192, "float16", (128, 128, 64), 132, 132, l2)
-    assert s.raster == RASTER and f"groups of {RASTER}" in str(s)
+    assert s.raster == raster_for(s.policy.transform, 8192, 8192, 8192, "float16", l2)
+    assert (f"groups of {RASTER}" in str(s)) == (s.raster > 1)
     assert select("Raster GPU", 512, 512, 512, "float16", (128, 128, 64), 132, 132, l2).raster == 1
+
+
+def test_auto_keeps_a_given_raster_and_split_k_drops_it(monkeypatch):
+    from ctgraph import api
+    from ctgraph.policy import POLICIES, Selection
+
+    by_name = {p.transform: p for p in POLICIES}
+    g = ctgraph.gemm(128, 64, 32, macro_tile=(16, 16, 8), dtype="float32")
+    for transform, given, want in [("dataparallel", 4, 4), ("dataparallel", None, 2), ("splitk_reduce", 4, 1)]:
+        chosen = Selection(by_name[transform], 64, "test", raster=2)
+        monkeypatch.setattr(api, "choose_policy", lambda *a, chosen=chosen: chosen)
+        kern = ctgraph.compile(g, "auto", target="cpu", raster=given)
+        assert (kern.transform, kern.raster) == (transform, want)
