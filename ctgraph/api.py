@@ -142,8 +142,8 @@ def compile(
     fastest for this shape. ``raster``: the order of the output tiles (not for split-K): 1 (default)
     row-major as seed 004; G > 1 walks G tile rows at once, column by column, for L2 reuse (Triton's
     ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it. With
-    ``transform="auto"`` the policy picks it (8 for data-parallel schedules where A and B outgrow the
-    GPU's L2, :func:`ctgraph.policy.raster_for`) unless given, and split-K ignores it.
+    ``transform="auto"`` the policy picks it (8 for dataparallel where A and B outgrow the GPU's L2,
+    :func:`ctgraph.policy.raster_for`) unless given, and split-K ignores it.
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
     ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
     kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,

@@ -2,7 +2,7 @@
 
 Times (CUDA-graph kernel time, as the benchmark) every transform at several grid sizes on a set of
 shapes, turns each run into the model's regressors (:meth:`GridModel.features`) and solves for
-``(a, b, c_alone, c_shared, d)`` by nonnegative least squares. The fit is stored per device name in the
+``(a, b, c_alone, c_shared, d, c_spread)`` by nonnegative least squares. The fit is stored per device name in the
 cache directory (``CTGRAPH_CACHE_DIR``), where ``workgroups="auto"`` finds it. Needs torch and a GPU.
 
 ``--tiles`` fits instead the per-tile costs behind ``macro_tile="auto"`` (:func:`calibrate_tiles`) and
@@ -102,10 +102,12 @@ def calibrate(
                     print(f"{m}x{n}x{k} {t:14s} g={g:4d}: {seconds * 1e6:9.1f} us", flush=True)
     X = np.array([r["features"] for r in rows])
     y = np.array([r["seconds"] for r in rows])
-    a, b, c1, c2, d = (float(v) for v in nnls(X, y))
-    model = GridModel(a, b, c1, c2, d, sms=template.sms, ctas_per_sm=template.ctas_per_sm, device=dev.name())
+    a, b, c1, c2, d, spread = (float(v) for v in nnls(X, y))
+    model = GridModel(
+        a, b, c1, c2, d, sms=template.sms, ctas_per_sm=template.ctas_per_sm, device=dev.name(), c_spread=spread
+    )
     for r in rows:
-        r["predicted"] = float(np.dot(r["features"], [a, b, c1, c2, d]))
+        r["predicted"] = float(np.dot(r["features"], model.constants))
     return model, rows
 
 
@@ -119,7 +121,7 @@ def report(model: GridModel, rows: list[dict[str, Any]]) -> str:
         picks.append(best["seconds"] / chosen["seconds"])
     return (
         f"device {model.device}: a={model.a:.3e} s, b={model.b:.3e} s, c_alone={model.c_alone:.3e} s/iter, "
-        f"c_shared={model.c_shared:.3e} s/iter, d={model.d:.3e} s\n"
+        f"c_shared={model.c_shared:.3e} s/iter, d={model.d:.3e} s, c_spread={model.c_spread:.3e} s/iter\n"
         f"median relative error {float(np.median(err)):.1%} over {len(rows)} runs; the model's grid reaches "
         f"{float(np.mean(picks)):.1%} of the best measured grid on average ({min(picks):.1%} worst)"
     )

@@ -3,13 +3,14 @@
 Per workgroup (CTA), for a schedule with ``iters(g)`` MAC iterations per CTA and ``peers(g)`` CTAs
 contributing to one output tile::
 
-    time(g) = a + b*[peers > 1] + c(g)*iters(g) + d*(peers - 1)
+    time(g) = a + b*[peers > 1] + c(g)*iters(g) + d*(peers - 1) + c_spread*[out of step]*sk_iters(g)
 
 ``a`` is the fixed cost of a CTA, ``b`` of storing a partial tile, ``d`` of each peer the owner waits
-for and adds, ``c`` of one BM x BN x BK iteration. One refinement over the paper: when g exceeds the
+for and adds, ``c`` of one BM x BN x BK iteration. Two refinements over the paper: when g exceeds the
 number of SMs, CTAs share an SM and each runs slower, so ``c(g)`` is ``c_alone`` for g <= SMs and
-``c_shared`` above. Two-tile and hybrid schedules add their data-parallel section's iterations (no
-peers) to the Stream-K section's time.
+``c_shared`` above; and a Stream-K section whose workgroups do not read K in step (below) pays
+``c_spread`` more per iteration. Two-tile and hybrid schedules add their data-parallel section's
+iterations (no peers) to the Stream-K section's time.
 
 **k-aligned grids.** When a Stream-K section has fewer tiles ``T`` than workgroups, ``best_grid`` only
 takes grids ``g = s*T`` that cut every tile into ``s`` parts of ``I = ceil(kt / s)`` iterations.
@@ -22,7 +23,9 @@ On other grids the start phases spread over the whole tile and each workgroup st
 from HBM: on an H100, 1280x1536x16384 with 128x256 tiles (60 tiles) ran Stream-K in 229 us on the
 resident 132 CTAs and in 99 us on 120 (each tile in two), 640x640x24576 with 128x128 tiles in 97 us on
 132 and in 52 us on 125 (docs/benchmarks.md). Sections with at least as many tiles as workgroups (the
-two-tile schedule's) keep every grid.
+two-tile schedule's) keep every grid, since no grid puts them in step, but pay ``c_spread``: on the
+H100 anchors such sections ran 25-75% slower per iteration than data-parallel waves of the same tile
+(4096^3 and 8192^3: Stream-K at 0.62-0.81x, two-tile at 0.87-0.96x of data-parallel).
 
 ``python -m ctgraph calibrate`` fits (a, b, c_alone, c_shared, d) by nonnegative least squares on kernel
 times of this project's own kernels, and stores them per device name in the cache directory;
@@ -41,7 +44,7 @@ import numpy as np
 from . import knobs
 from .passes import split_chunks, split_for_budget, split_sk_dp
 
-__all__ = ["DEFAULTS", "GridModel", "Work", "k_aligned", "load_model", "save_model", "work"]
+__all__ = ["DEFAULTS", "GridModel", "Work", "in_step", "k_aligned", "load_model", "save_model", "work"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Work:
     iters: int
     peers: int
     dp_iters: int = 0  # iterations of a data-parallel section that follows (no fixup)
+    spread: bool = False  # the Stream-K iterations' workgroups do not read K in step (see in_step)
 
 
 def _peers(iters: np.ndarray, kt: int) -> np.ndarray:
@@ -80,30 +84,42 @@ def works(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 
     raise ValueError(f"the grid model does not know transform {transform!r}")
 
 
-def k_aligned(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> np.ndarray:
-    """For every grid size in ``g``: does its Stream-K section, if any, start its workgroups in step?
+def _sk_tiles(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int) -> np.ndarray:
+    """The output tiles of the Stream-K section for every grid size in ``g`` (0: none)."""
+    if transform == "streamk":
+        return np.full_like(g, tiles)
+    if transform in ("streamk2tile", "streamk_hybrid"):
+        return np.asarray(split_sk_dp(tiles, kt, g, sk_batches)[0]) // kt
+    return np.zeros_like(g)
 
-    True where there is no Stream-K section, where it has at least as many tiles as workgroups, or where
-    the grid is ``s`` times its ``T`` tiles and the parts stay in step (see the module docstring).
+
+def in_step(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> np.ndarray:
+    """For every grid size in ``g``: do the Stream-K section's workgroups, if any, read K in step?
+
+    True where there is no Stream-K section, or where the grid is ``s`` times its ``T`` tiles and the
+    parts stay in step (see the module docstring).
     """
     g = np.asarray(g, dtype=np.int64)
-    if transform == "streamk":
-        sk_tiles = np.full_like(g, tiles)
-    elif transform in ("streamk2tile", "streamk_hybrid"):
-        sk_tiles = np.asarray(split_sk_dp(tiles, kt, g, sk_batches)[0]) // kt
-    else:
-        return np.ones(g.shape, dtype=bool)
+    sk_tiles = _sk_tiles(transform, tiles, kt, g, sk_batches)
     per = np.maximum(sk_tiles, 1)
     parts = np.maximum(g // per, 1)
     size = -(-kt // parts)  # iterations per part
     drift = sk_tiles * (parts * size - kt)  # how far the last tile's parts start from the first tile's
-    return (sk_tiles == 0) | (sk_tiles >= g) | ((g % per == 0) & (2 * drift <= size))
+    return (sk_tiles == 0) | ((g % per == 0) & (2 * drift <= size))
+
+
+def k_aligned(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> np.ndarray:
+    """For every grid size in ``g``: may ``best_grid`` take it? Where the Stream-K section is
+    :func:`in_step`, or has at least as many tiles as workgroups (no grid puts those in step)."""
+    g = np.asarray(g, dtype=np.int64)
+    return in_step(transform, tiles, kt, g, sk_batches) | (_sk_tiles(transform, tiles, kt, g, sk_batches) >= g)
 
 
 def work(transform: str, tiles: int, kt: int, g: int, sk_batches: int = 2) -> Work:
     """The per-CTA work of ``transform`` for ``tiles`` output tiles of ``kt`` iterations on ``g`` CTAs."""
     iters, peers, dp = (int(a[0]) for a in works(transform, tiles, kt, np.array([g]), sk_batches))
-    return Work(iters, peers, dp)
+    spread = peers > 1 and not bool(in_step(transform, tiles, kt, np.array([g]), sk_batches)[0])
+    return Work(iters, peers, dp, spread)
 
 
 @dataclass(frozen=True)
@@ -118,21 +134,29 @@ class GridModel:
     sms: int = 132
     ctas_per_sm: int = 2
     device: str = "default"
+    c_spread: float = 0.0  # extra seconds per iteration of a Stream-K section out of step (0 in older fits)
+
+    @property
+    def constants(self) -> list[float]:
+        """The fitted constants, in the order of :meth:`features`."""
+        return [self.a, self.b, self.c_alone, self.c_shared, self.d, self.c_spread]
 
     def features(self, w: Work, g: int) -> list[float]:
-        """The regressors of ``time = [a, b, c_alone, c_shared, d] . features``."""
+        """The regressors of ``time = constants . features``."""
         iters = w.iters + w.dp_iters
         alone = g <= self.sms
-        return [1.0, float(w.peers > 1), iters if alone else 0.0, 0.0 if alone else iters, float(w.peers - 1)]
+        spread = float(w.iters if w.spread else 0)
+        return [1.0, float(w.peers > 1), iters if alone else 0.0, 0.0 if alone else iters, float(w.peers - 1), spread]
 
     def time(self, w: Work, g: int) -> float:
-        return float(np.dot([self.a, self.b, self.c_alone, self.c_shared, self.d], self.features(w, g)))
+        return float(np.dot(self.constants, self.features(w, g)))
 
     def times(self, transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> np.ndarray:
         """Predicted time for every grid size in ``g`` (the vectorised :meth:`time`)."""
         iters, peers, dp = works(transform, tiles, kt, g, sk_batches)
         c = np.where(np.asarray(g) <= self.sms, self.c_alone, self.c_shared)
-        return self.a + self.b * (peers > 1) + c * (iters + dp) + self.d * (peers - 1)
+        spread = (peers > 1) & ~in_step(transform, tiles, kt, g, sk_batches)
+        return self.a + self.b * (peers > 1) + c * (iters + dp) + self.d * (peers - 1) + self.c_spread * spread * iters
 
     def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:
         """The :func:`k_aligned` g in [1, max_grid] with the least predicted time (ties: the larger g, shorter
@@ -148,7 +172,7 @@ class GridModel:
 # median error, picked worse ones on some shapes. `python -m ctgraph calibrate` fits your GPU and stores
 # the result per device name; load_model prefers that file.
 DEFAULTS: dict[str, GridModel] = {
-    "default": GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6),
+    "default": GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6, c_spread=0.6e-6),
 }
 
 

@@ -12,6 +12,7 @@ cache directory, which takes precedence.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -236,18 +237,20 @@ class Selection:
         return f"{self.policy.name} on {self.workgroups} workgroups{order}: {self.reason}"
 
 
-RASTER = 8  # tile rows walked together once the operands outgrow the L2 (H100: +3-5% DP at 6144^3-8192^3)
-RASTERED = frozenset({"dataparallel", "streamk_hybrid"})  # the transforms whose tiles run wave after wave
+RASTER = 8  # tile rows walked together once the operands outgrow the L2 (H100: DP +1-13% at 4096^3-8192^3)
+RASTERED = frozenset({"dataparallel"})  # the transform whose workgroups walk the tiles round-robin, in waves
 
 
 def raster_for(transform: str, m: int, n: int, k: int, dtype: str, l2_bytes: int) -> int:
     """The ``raster`` ``auto`` gives ``transform`` on one GEMM: :data:`RASTER` when A and B together do not
-    fit in an L2 of ``l2_bytes`` (0: unknown) and the transform is mostly data-parallel, else 1.
+    fit in an L2 of ``l2_bytes`` (0: unknown) and the transform is data-parallel, else 1.
 
-    Row-major order reads all of B once per wave of tile rows; grouping rows pays only when B cannot stay
-    in the L2 between waves. A Stream-K section runs all its tiles at once, so their order does not change
-    what the L2 must hold: on the H100 grouping lost 3-12% of streamk2tile's speed on 10 of the 14 corpus
-    shapes whose operands exceed the L2, while data-parallel gained up to 5% (docs/benchmarks.md).
+    Data-parallel workgroups take tiles round-robin (``tile = wg + i*g``), so each wave is g consecutive
+    tiles: in row-major order a wave reads all of B once the grid spans a tile row, and grouping rows pays
+    when B cannot stay in the L2 between waves. The other transforms give each workgroup a contiguous
+    range of iterations, so the tiles running at once are spread over the whole order and grouping does
+    not bring them together: on the H100 it lost 3-12% of streamk2tile's speed on 10 of the 14 corpus
+    shapes whose operands exceed the L2, and 24% of the mma hybrid's at 8192^3 (docs/benchmarks.md).
     """
     itemsize = 2 if dtype == "float16" else 4
     return RASTER if transform in RASTERED and l2_bytes and (m + n) * k * itemsize > l2_bytes else 1
@@ -281,16 +284,7 @@ def select(
     bm, bn, bk = macro_tile
     tiles, kt = -(-m // bm) * -(-n // bn), -(-k // bk)
     model = load_model(device)
-    model = GridModel(
-        model.a,
-        model.b,
-        model.c_alone,
-        model.c_shared,
-        model.d,
-        sms=sms,
-        ctas_per_sm=max(1, resident // sms),
-        device=device,
-    )
+    model = dataclasses.replace(model, sms=sms, ctas_per_sm=max(1, resident // sms), device=device)
     table = load_table(device)
     other_tile = table is not None and not table.applies(m, n, k, dtype, macro_tile)
     hits = table.candidates(m, n, k, dtype) if table is not None and not other_tile else []

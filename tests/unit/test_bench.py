@@ -55,7 +55,7 @@ def test_plot_is_written(tmp_path):
 
 
 def test_calibration_report_on_a_perfect_fit():
-    model = GridModel(4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6, device="Test GPU")
+    model = GridModel(4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6, device="Test GPU", c_spread=0.6e-6)
     rows = []
     for t in ("dataparallel", "streamk"):
         for g in (66, 132, 264):
@@ -80,7 +80,9 @@ def test_calibration_report_on_a_perfect_fit():
         sum(
             k * x
             for k, x in zip(
-                (4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6), model.features(work("streamk", 120, 64, 132), 132), strict=True
+                (4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6, 0.6e-6),
+                model.features(work("streamk", 120, 64, 132), 132),
+                strict=True,
             )
         ),
     )

@@ -8,15 +8,15 @@ import pytest
 import ctgraph
 from ctgraph.api import CPU_WORKGROUPS
 from ctgraph.calibrate import nnls
-from ctgraph.model import DEFAULTS, GridModel, Work, _peers, k_aligned, load_model, save_model, work
+from ctgraph.model import DEFAULTS, GridModel, Work, _peers, in_step, k_aligned, load_model, save_model, work
 
-MODEL = GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6, sms=132, ctas_per_sm=2)
+MODEL = GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6, sms=132, ctas_per_sm=2, c_spread=0.6e-6)
 
 
 def test_work_per_transform():
     assert work("dataparallel", 120, 512, 32) == Work(4 * 512, 1)
-    assert work("streamk", 120, 512, 32) == Work(1920, 2)  # seed 004: 1920 iterations, tiles cut in two
-    assert work("streamk2tile", 120, 512, 32) == Work(896, 2, 1024)  # seed: 896 SK + 1024 DP per WG
+    assert work("streamk", 120, 512, 32) == Work(1920, 2, spread=True)  # seed 004: 1920 iterations, tiles in two
+    assert work("streamk2tile", 120, 512, 32) == Work(896, 2, 1024, True)  # seed: 896 SK + 1024 DP per WG
     assert work("streamk2tile", 128, 512, 32) == Work(0, 1, 2048)  # T % g == 0: all data-parallel
     assert work("splitk_reduce", 4, 1024, 264) == Work(16, 64)  # 66 chunks asked -> 64 of 16 iterations
     assert work("splitk_reduce", 300, 64, 264).iters > 10**9  # more tiles than workgroups: cannot run
@@ -75,10 +75,29 @@ def test_stream_k_grids_cut_tiles_into_equal_parts():
     assert set(aligned[aligned > 60]) == {120}
 
 
+def test_out_of_step_stream_k_pays_c_spread():
+    """Stream-K sections whose workgroups read K out of step cost c_spread more per iteration; grids
+    that cut each tile into equal parts in step (or give whole tiles) do not."""
+    g = np.arange(1, 265)
+    assert not in_step("streamk", 1024, 64, np.array([264]))[0]  # 248.2 iterations each: phases spread
+    assert in_step("streamk", 60, 256, np.array([120]))[0]  # each tile in two halves, in step
+    assert in_step("dataparallel", 1024, 64, g).all()
+    w = work("streamk", 1024, 64, 264)
+    assert w.spread and MODEL.time(w, 264) - MODEL.time(Work(w.iters, w.peers, w.dp_iters), 264) == pytest.approx(
+        MODEL.c_spread * w.iters
+    )
+    assert np.allclose(
+        MODEL.times("streamk2tile", 1024, 64, g),
+        [MODEL.time(work("streamk2tile", 1024, 64, int(x)), int(x)) for x in g],
+    )
+    # 4096^3 in 128x128x64 tiles on 264 CTAs: data-parallel's 0.88 last wave beats out-of-step Stream-K
+    assert MODEL.time(work("dataparallel", 1024, 64, 264), 264) < MODEL.time(w, 264)
+
+
 def test_nnls_recovers_constants():
     rng = np.random.default_rng(0)
-    X = rng.random((60, 5))
-    x = np.array([4e-6, 2e-6, 1.5e-6, 2.2e-6, 0.0])
+    X = rng.random((60, 6))
+    x = np.array([4e-6, 2e-6, 1.5e-6, 2.2e-6, 0.0, 0.6e-6])
     np.testing.assert_allclose(nnls(X, X @ x), x, atol=1e-9)
 
 

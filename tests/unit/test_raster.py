@@ -12,6 +12,7 @@ from ctgraph.edges import Tile
 from ctgraph.passes import PIPELINES, TAKES_SPLIT
 from ctgraph.passes.common import raster_group
 from ctgraph.policy import RASTER, raster_for, select
+from ctgraph.summary import summarize
 
 PERSISTENT = [t for t in PIPELINES if t not in TAKES_SPLIT]
 
@@ -64,6 +65,7 @@ def test_graph_carries_the_group_as_a_tile_edge():
     assert isinstance(g.edge(edge), Tile) and g.outputs(edge) == [groups, rows]
     assert (g.size(groups), g.size(rows)) == (2, 4)
     assert "numRasterGroups" in kern.source
+    assert "tile order: groups of 4 tile rows" in summarize(kern)
 
 
 @pytest.mark.parametrize("transform", PERSISTENT)
@@ -98,7 +100,8 @@ def test_cuda_source_with_raster_is_deterministic_and_differs():
 def test_policy_rasters_only_data_parallel_operands_that_outgrow_the_l2():
     l2 = 50 * 2**20
     assert raster_for("dataparallel", 8192, 8192, 8192, "float16", l2) == RASTER
-    assert raster_for("streamk_hybrid", 4096, 4096, 4096, "float16", l2) == RASTER  # 64 MiB of operands
+    assert raster_for("dataparallel", 4096, 4096, 4096, "float16", l2) == RASTER  # 64 MiB of operands
+    assert raster_for("streamk_hybrid", 8192, 8192, 8192, "float16", l2) == 1  # contiguous ranges per WG
     assert raster_for("streamk2tile", 8192, 8192, 8192, "float16", l2) == 1  # Stream-K runs its tiles at once
     assert raster_for("splitk_reduce", 8192, 8192, 8192, "float16", l2) == 1
     assert raster_for("dataparallel", 3072, 4096, 512, "float16", l2) == 1
