@@ -24,8 +24,12 @@ from HBM: on an H100, 1280x1536x16384 with 128x256 tiles (60 tiles) ran Stream-K
 resident 132 CTAs and in 99 us on 120 (each tile in two), 640x640x24576 with 128x128 tiles in 97 us on
 132 and in 52 us on 125 (docs/benchmarks.md). Sections with at least as many tiles as workgroups (the
 two-tile schedule's) keep every grid, since no grid puts them in step, but pay ``c_spread``: on the
-H100 anchors such sections ran 25-75% slower per iteration than data-parallel waves of the same tile
-(4096^3 and 8192^3: Stream-K at 0.62-0.81x, two-tile at 0.87-0.96x of data-parallel).
+H100 anchors such sections ran slower per iteration than data-parallel waves of the same tile (4096^3
+and 8192^3: Stream-K at 0.62-0.81x, two-tile at 0.87-0.96x of data-parallel). The default, 20% of
+``c_alone``, is the most that still lets a section of about one tile per workgroup beat a grid of one
+whole tile per CTA beyond the SM count (1408x1664x8192 in 128x128 tiles: 132 CTAs, 1.33x data-parallel,
+measured; 0.6e-6 chose 143 CTAs and lost it, since ``c_shared`` spreads the cost of SMs holding two CTAs
+over all of them).
 
 ``python -m ctgraph calibrate`` fits (a, b, c_alone, c_shared, d) by nonnegative least squares on kernel
 times of this project's own kernels, and stores them per device name in the cache directory;
@@ -172,7 +176,7 @@ class GridModel:
 # median error, picked worse ones on some shapes. `python -m ctgraph calibrate` fits your GPU and stores
 # the result per device name; load_model prefers that file.
 DEFAULTS: dict[str, GridModel] = {
-    "default": GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6, c_spread=0.6e-6),
+    "default": GridModel(a=4e-6, b=2e-6, c_alone=1.5e-6, c_shared=2.2e-6, d=2e-6, c_spread=0.3e-6),
 }
 
 
