@@ -31,7 +31,7 @@ whole tile per CTA beyond the SM count (1408x1664x8192 in 128x128 tiles: 132 CTA
 measured; 0.6e-6 chose 143 CTAs and lost it, since ``c_shared`` spreads the cost of SMs holding two CTAs
 over all of them).
 
-``python -m ctgraph calibrate`` fits (a, b, c_alone, c_shared, d) by nonnegative least squares on kernel
+``python -m ctgraph calibrate`` fits (a, b, c_alone, c_shared, d, c_spread) by nonnegative least squares on kernel
 times of this project's own kernels, and stores them per device name in the cache directory;
 :data:`DEFAULTS` are the documented constants used where no fit is stored.
 """

@@ -233,7 +233,7 @@ class Selection:
     raster: int = 1
 
     def __str__(self) -> str:
-        order = f", tile rows in groups of {self.raster}" if self.raster > 1 else ""
+        order = f", tile rows in groups of up to {self.raster}" if self.raster > 1 else ""
         return f"{self.policy.name} on {self.workgroups} workgroups{order}: {self.reason}"
 
 

@@ -4,9 +4,10 @@ For each shape (fp16, the given macro tile, recorded per row) each policy of
 :data:`ctgraph.policy.POLICIES` is timed (kernel time, as the benchmark; in the tile order ``auto`` gives
 the shape, :func:`~ctgraph.policy.raster_for`); the fastest one's Bloom filter gets the shape. The
 table goes to the cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``transform="auto"`` finds it,
-and to ``--out`` when given (the shipped table is made that way). ``--update TABLE`` keeps the rows of ``TABLE`` that
-still apply (the same tile as ``macro_tile="auto"`` picks now) and times only the other shapes: after a
-change of the tile model, only the shapes whose tile changed are re-timed. Needs torch and a GPU.
+and to ``--out`` when given (the shipped table is made that way). ``--update TABLE`` keeps the rows of
+``TABLE`` that still apply (the same tile as ``macro_tile="auto"`` picks now) and times only the other
+shapes: after a change of the tile model, only the shapes whose tile changed are re-timed. Needs torch
+and a GPU.
 """
 
 from __future__ import annotations

@@ -117,13 +117,11 @@ def tile_order(g: CoordinateGraph, t: GemmTiles, raster: int) -> list[int]:
     A wave of g consecutive tiles then reads about G tile rows of A and g/G tile columns of B, instead
     of g/Nt rows of A and, once g >= Nt, all of B: far fewer bytes for L2 to hold when B is large.
     """
-    if raster == 1:
-        return [t.m, t.n]
-    rows = g.size(t.m)
-    group = raster_group(int(rows), raster)
+    rows = int(g.size(t.m))
+    group = raster_group(rows, raster)
     if group == 1:
         return [t.m, t.n]
-    R = g.add_dimension(Linear(int(rows) // group, name="raster groups", param="numRasterGroups"))
+    R = g.add_dimension(Linear(rows // group, name="raster groups", param="numRasterGroups"))
     r = g.add_dimension(Linear(group, name="rows of a raster group"))
     g.add_edge(Tile(), inputs=[t.m], outputs=[R, r])
     g.attrs["raster"] = group
