@@ -36,11 +36,11 @@ def _tile_arg(p: argparse.ArgumentParser, default: tuple[int, int, int] | str, w
     )
 
 
-def _raster_arg(p: argparse.ArgumentParser, default: int | None) -> None:
+def _raster_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--raster",
         type=int,
-        default=default,
+        default=None,
         metavar="G",
         help="tile order: walk G tile rows at once, column by column (1: row-major; default: 1, or the policy's)",
     )
@@ -55,7 +55,7 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transform", choices=(*PIPELINES, "auto"), default="streamk2tile")
     p.add_argument("--sk-batches", type=int, default=None, help="streamk_hybrid: waves of Stream-K work (1-6)")
     p.add_argument("--split", type=int, default=None, help="splitk: K chunks per output tile")
-    _raster_arg(p, None)
+    _raster_arg(p)
     p.add_argument("--workgroups", type=int, default=None, help="grid size g (default: backend's choice)")
     p.add_argument("--target", choices=("cpu", "cuda", "auto"), default="cpu")
 
@@ -225,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="ctgraph's mainloop: wgmma (Hopper), mma (mma.sync, any sm_80+) or auto (wgmma on compute capability 9.0)",
     )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
-    _raster_arg(p, None)
+    _raster_arg(p)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("calibrate", help="fit the grid-size model on this GPU (needs torch); stores it per device")
     p.add_argument("--quiet", action="store_true", help="no line per measurement")

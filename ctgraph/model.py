@@ -68,8 +68,15 @@ def _peers(iters: np.ndarray, kt: int) -> np.ndarray:
 
 
 def works(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> tuple[np.ndarray, ...]:
-    """``(iters, peers, dp_iters)`` per CTA for every grid size in ``g`` (numpy arrays, vectorised)."""
+    """``(iters, peers, dp_iters, spread)`` per CTA for every grid size in ``g`` (numpy arrays, vectorised);
+    ``spread``: the CTA shares tiles in a Stream-K section that is not :func:`in_step`."""
     g = np.asarray(g, dtype=np.int64)
+    iters, peers, dp = _iterations(transform, tiles, kt, g, sk_batches)
+    return iters, peers, dp, (peers > 1) & ~in_step(transform, tiles, kt, g, sk_batches)
+
+
+def _iterations(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int) -> tuple[np.ndarray, ...]:
+    """``(iters, peers, dp_iters)`` of :func:`works`."""
     zero = np.zeros_like(g)
     if transform == "dataparallel":
         return -(-tiles // g) * kt, np.ones_like(g), zero
@@ -121,9 +128,8 @@ def k_aligned(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: in
 
 def work(transform: str, tiles: int, kt: int, g: int, sk_batches: int = 2) -> Work:
     """The per-CTA work of ``transform`` for ``tiles`` output tiles of ``kt`` iterations on ``g`` CTAs."""
-    iters, peers, dp = (int(a[0]) for a in works(transform, tiles, kt, np.array([g]), sk_batches))
-    spread = peers > 1 and not bool(in_step(transform, tiles, kt, np.array([g]), sk_batches)[0])
-    return Work(iters, peers, dp, spread)
+    iters, peers, dp, spread = (a[0] for a in works(transform, tiles, kt, np.array([g]), sk_batches))
+    return Work(int(iters), int(peers), int(dp), bool(spread))
 
 
 @dataclass(frozen=True)
@@ -157,9 +163,8 @@ class GridModel:
 
     def times(self, transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: int = 2) -> np.ndarray:
         """Predicted time for every grid size in ``g`` (the vectorised :meth:`time`)."""
-        iters, peers, dp = works(transform, tiles, kt, g, sk_batches)
+        iters, peers, dp, spread = works(transform, tiles, kt, g, sk_batches)
         c = np.where(np.asarray(g) <= self.sms, self.c_alone, self.c_shared)
-        spread = (peers > 1) & ~in_step(transform, tiles, kt, g, sk_batches)
         return self.a + self.b * (peers > 1) + c * (iters + dp) + self.d * (peers - 1) + self.c_spread * spread * iters
 
     def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:

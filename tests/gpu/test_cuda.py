@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ctgraph
+from ctgraph.passes import TAKES_SPLIT
 from ctgraph.passes.common import raster_group
 from ctgraph.policy import RASTERED
 
@@ -284,7 +285,7 @@ def test_transform_auto(shape):
     A, B, C = operands(m, n, k, "float16")
     kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=(128, 128, 64)), transform="auto", target="cuda")
     assert kern.policy is not None and kern.transform == kern.policy.policy.transform
-    split = kern.transform in ("splitk", "splitk_reduce")
+    split = kern.transform in TAKES_SPLIT
     assert kern.raster == (1 if split else raster_group(kern.problem.tiles[0], kern.policy.raster))
     if shape == (4096, 4096, 4096):  # 64 MiB of operands: more than the H100's L2
         assert kern.raster == (8 if kern.transform in RASTERED else 1)
