@@ -198,6 +198,7 @@ class HopperCodegen(_Codegen):
         w, k = self.w, self.kernel
         self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc"}
         loads = self._loads_below(self.tag)
+        stores = loads and any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
         params = self._params()
         clustered = self.L["CLUSTER"] > 1
         if clustered:
@@ -223,7 +224,10 @@ class HopperCodegen(_Codegen):
             w("const unsigned sB_ = sA_ + STAGES * A_STAGE * 2;")
             w("[[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;")
             w("const unsigned full_ = sD_ + CONSUMERS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;")
+            self.templates.add("prefetch_tensormap")
             w.open("if (threadIdx.x == 0)")
+            maps = ("tmA", "tmB", "tmD") if stores else ("tmA", "tmB")
+            w(" ".join(f"prefetch_tensormap(&{m});" for m in maps) + "  // fetched while the barriers are set up")
             w.open("for (int s_ = 0; s_ < STAGES; ++s_)")
             w("mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)")
             w("mbar_init(empty_ + 8 * s_, CONSUMERS * CLUSTER);  // one arrival per consumer warpgroup of the cluster")
@@ -244,7 +248,6 @@ class HopperCodegen(_Codegen):
         w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
         w("[[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0;")
-        stores = loads and any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
         if loads:
             w("unsigned it_ = 0;")
         if stores:
@@ -252,8 +255,9 @@ class HopperCodegen(_Codegen):
         w("float acc[NACC];")
         self._role_body("consumer")
         if stores:
-            self.templates.add("bulk_wait")
-            w("if ((tid_ & 127) == 0) bulk_wait<0>();  // the last D boxes are written before shared memory goes")
+            # NOTE: .read suffices: shared memory must outlive the stores' reads of it; their global writes
+            # complete before the grid does (visible to the next kernel, as after any store).
+            w("if ((tid_ & 127) == 0) bulk_wait_read<0>();  // the last D boxes are read before shared memory goes")
         w.close()
         if clustered and loads:
             w("cluster_sync();  // no CTA exits while another may still arrive on its barriers")

@@ -94,6 +94,11 @@ __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
 __device__ __forceinline__ void fence_mbar_init() {
     asm volatile("fence.mbarrier_init.release.cluster;\\n\\tfence.proxy.async.shared::cta;\\n" ::: "memory");
 }""",
+    # fetch a tensor map (a __grid_constant__ parameter) into the TMA unit's cache before its first copy
+    "prefetch_tensormap": """
+__device__ __forceinline__ void prefetch_tensormap(const void* map) {
+    asm volatile("prefetch.tensormap [%0];\\n" :: "l"(map) : "memory");
+}""",
     # arrive and expect `bytes` more bytes of TMA transactions in this phase
     "mbar_expect_tx": """
 __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
@@ -145,10 +150,6 @@ __device__ __forceinline__ void bulk_commit() {
     "bulk_wait_read": """
 template <int N> __device__ __forceinline__ void bulk_wait_read() {
     asm volatile("cp.async.bulk.wait_group.read %0;\\n" :: "n"(N) : "memory");
-}""",
-    "bulk_wait": """
-template <int N> __device__ __forceinline__ void bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group %0;\\n" :: "n"(N) : "memory");
 }""",
     # this thread's generic-proxy writes to shared memory become visible to the async proxy (a TMA store)
     "fence_proxy_async": """

@@ -59,6 +59,9 @@ __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
 __device__ __forceinline__ void fence_mbar_init() {
     asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;\n" ::: "memory");
 }
+__device__ __forceinline__ void prefetch_tensormap(const void* map) {
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
+}
 __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
 }
@@ -88,9 +91,6 @@ __device__ __forceinline__ void bulk_commit() {
 }
 template <int N> __device__ __forceinline__ void bulk_wait_read() {
     asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
-}
-template <int N> __device__ __forceinline__ void bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(N) : "memory");
 }
 __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -148,6 +148,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     [[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;
     const unsigned full_ = sD_ + CONSUMERS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;
     if (threadIdx.x == 0) {
+        prefetch_tensormap(&tmA); prefetch_tensormap(&tmB); prefetch_tensormap(&tmD);  // fetched while the barriers are set up
         for (int s_ = 0; s_ < STAGES; ++s_) {
             mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)
             mbar_init(empty_ + 8 * s_, CONSUMERS * CLUSTER);  // one arrival per consumer warpgroup of the cluster
@@ -428,6 +429,6 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 }
             }
         }
-        if ((tid_ & 127) == 0) bulk_wait<0>();  // the last D boxes are written before shared memory goes
+        if ((tid_ & 127) == 0) bulk_wait_read<0>();  // the last D boxes are read before shared memory goes
     }
 }
