@@ -46,7 +46,9 @@ class Policy:
 
     transform: str
     sk_batches: int | None = None
-    grid: str = "resident"  # "resident": every CTA the GPU holds at once; "model": the grid model's choice
+    # "resident": every CTA the GPU holds at once (data-parallel: one per tile at most); "model": the grid
+    # model's choice
+    grid: str = "resident"
 
     @property
     def batches(self) -> int:
@@ -257,8 +259,8 @@ def raster_for(transform: str, m: int, n: int, k: int, dtype: str, l2_bytes: int
 
 
 def _grid(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> int:
-    if policy.grid == "resident":
-        return resident
+    if policy.grid == "resident":  # NOTE: data-parallel workgroups beyond one per tile would sit idle
+        return min(resident, tiles) if policy.transform == "dataparallel" else resident
     return model.best_grid(policy.transform, tiles, kt, max_grid=resident, sk_batches=policy.batches)
 
 

@@ -51,6 +51,9 @@ def test_all_dp_when_tiles_divide_evenly():
     assert MODEL.best_grid("dataparallel", 264, 64) == 264
     # 132 tiles: one tile per SM, no co-resident CTA slowing it down
     assert MODEL.best_grid("dataparallel", 132, 64) == 132
+    # fewer tiles than CTA slots: one workgroup per tile, no idle CTAs
+    assert MODEL.best_grid("dataparallel", 10, 3) == 10
+    assert MODEL.best_grid("dataparallel", 10, 3, max_grid=4) == 4
     g = MODEL.best_grid("streamk2tile", 264, 64)
     assert 264 % g == 0 and work("streamk2tile", 264, 64, g).peers == 1  # all DP: no fixup
 

@@ -72,6 +72,20 @@ def test_select_uses_the_table_then_the_model(tmp_path, monkeypatch):
     select.cache_clear()
 
 
+def test_data_parallel_takes_one_workgroup_per_tile_at_most(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    load_table.cache_clear()
+    select.cache_clear()
+    rows = [{"m": 128, "n": 584, "k": 176, "dtype": "float16", "best": "dataparallel/resident"}]
+    path = tmp_path / "tuning" / "tuning-Test_GPU.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(TuningTable.build("Test GPU", rows, macro_tile=(64, 128, 64)).to_json())
+    s = select("Test GPU", 128, 584, 176, "float16", (64, 128, 64), 132, 132)  # 2 x 5 tiles
+    assert s.policy.name == "dataparallel/resident" and s.workgroups == 10
+    load_table.cache_clear()
+    select.cache_clear()
+
+
 def test_selection_is_cached():
     select.cache_clear()
     a = select("Some GPU", 4096, 4096, 4096, "float16", (128, 128, 64), 264, 132)
