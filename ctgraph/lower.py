@@ -219,7 +219,12 @@ def _lower_section(
     cg.add(C.Signal(slot, 1), send)
     own = cg.add(C.If(sympy.Eq(k0, 0)), outer)
     level = index(f"level{sfx}")
-    levels = cg.add(C.ForLoop(level, sympy.Integer(1), sympy.Lt(level, workgroups), level), own)
     top = wg - Mod(wg, 2 * level) + level
-    collect(cg.add(C.If(sympy.And(sympy.Lt(Mod(wg, 2 * level), level), shares(top))), levels), top)
+    parent = sympy.Lt(Mod(wg, 2 * level), level)
+    # NOTE: at the levels where wg is a parent, wg % (2*level) = wg % level and top is the next multiple of
+    # level above wg: non-decreasing as level doubles. The first such top that does not share the tile lies
+    # past it, and so do all later ones, so the walk stops there (instead of testing all log2(workgroups)
+    # levels); inside the loop, a parent's top shares the tile.
+    walk = sympy.And(sympy.Lt(level, workgroups), sympy.Or(sympy.Not(parent), shares(top)))
+    collect(cg.add(C.If(parent), cg.add(C.ForLoop(level, sympy.Integer(1), walk, level), own)), top)
     cg.add(epilogue, own)

@@ -310,8 +310,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (tid_ == 0) red_release_add(flags + (wg) * CLUSTER + cta_, 1u);
             }
             if (kStart == 0) {
-                for (level_sk = 1; level_sk < numWGs; level_sk += level_sk) {
-                    if (0 < numSKTilesPerWG && (wg % (2*level_sk)) < level_sk && level_sk + wg - ((wg % (2*level_sk))) < numWGs && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM) {
+                for (level_sk = 1; level_sk < numWGs && ((wg % (2*level_sk)) >= level_sk || 0 < numSKTilesPerWG && level_sk + wg - ((wg % (2*level_sk))) < numWGs && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM); level_sk += level_sk) {
+                    if ((wg % (2*level_sk)) < level_sk) {
                         if (tid_ == 0) {
                             unsigned spins_ = 0, limit_ = 16777216u;
                             while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
