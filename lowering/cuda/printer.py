@@ -6,9 +6,8 @@ a product of them is divided factor by factor, so each division is one multiply-
 from __future__ import annotations
 
 import sympy
-from sympy.core.sorting import default_sort_key
 from sympy.printing.cxx import CXX17CodePrinter
-from sympy.printing.precedence import PRECEDENCE, precedence
+from sympy.printing.precedence import PRECEDENCE
 
 from ctgraph.expr import FloorDiv, Mod
 
@@ -63,19 +62,6 @@ class IndexPrinter(CXX17CodePrinter):
             terms.append("*".join([*scale, f"({quotient} % {name})"]))
             quotient, scale = f"({quotient} / {name})", [*scale, name]
         return "(" + " + ".join(terms) + ")"
-
-    def _logical(self, e: sympy.Basic, op: str) -> str:
-        """``&&`` / ``||`` with the cheapest operands first (fewest operations, then sympy's order). C stops at
-        the first operand that decides, and index tests have no side effects, so the order is free: a cheap
-        ``wg % (2*level) < level`` then skips the serial index math of a costly tile test (~250 cycles)."""
-        args = sorted(e.args, key=lambda a: (sympy.count_ops(a), default_sort_key(a)))
-        return f" {op} ".join(self.parenthesize(a, precedence(e)) for a in args)
-
-    def _print_And(self, e: sympy.And) -> str:
-        return self._logical(e, "&&")
-
-    def _print_Or(self, e: sympy.Or) -> str:
-        return self._logical(e, "||")
 
     def _print_Min(self, e: sympy.Min) -> str:
         out = self._print(e.args[0])
