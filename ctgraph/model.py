@@ -170,7 +170,7 @@ class GridModel:
     def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:
         """The :func:`k_aligned` g in [1, max_grid] with the least predicted time (ties: the larger g, shorter
         last rounds). Data-parallel takes at most one workgroup per tile: more only launch idle CTAs (on the
-        H100 up to 7% slower on small GEMMs, docs/benchmarks.md)."""
+        H100 up to 12% slower on small GEMMs, docs/benchmarks.md)."""
         top = max_grid or self.sms * self.ctas_per_sm
         g = np.arange(1, (min(top, tiles) if transform == "dataparallel" else top) + 1)
         t = self.times(transform, tiles, kt, g, sk_batches)
