@@ -53,37 +53,39 @@ def test_hash_is_stable_across_processes():
     assert bloom._probes(b"x") == [580, 631, 682]
 
 
-def test_select_uses_the_table_then_the_model(tmp_path, monkeypatch):
+@pytest.fixture
+def test_gpu_table(tmp_path, monkeypatch):
+    """Install a tuning table for "Test GPU" in a fresh cache directory: ``install(rows, macro_tile)``."""
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     load_table.cache_clear()
     select.cache_clear()
-    rows = [{"m": 1000, "n": 1000, "k": 1000, "dtype": "float16", "best": "streamk_hybrid/b3/resident"}]
-    table = TuningTable.build("Test GPU", rows, macro_tile=(128, 128, 64))
-    path = tmp_path / "tuning" / "tuning-Test_GPU.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(table.to_json())
+
+    def install(rows: list[dict], macro_tile: tuple[int, int, int]) -> None:
+        path = tmp_path / "tuning" / "tuning-Test_GPU.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(TuningTable.build("Test GPU", rows, macro_tile=macro_tile).to_json())
+
+    yield install
+    load_table.cache_clear()
+    select.cache_clear()
+
+
+def test_select_uses_the_table_then_the_model(test_gpu_table):
+    test_gpu_table(
+        [{"m": 1000, "n": 1000, "k": 1000, "dtype": "float16", "best": "streamk_hybrid/b3/resident"}], (128, 128, 64)
+    )
     s = select("Test GPU", 1000, 1000, 1000, "float16", (128, 128, 64), 264, 132)
     assert s.policy.name == "streamk_hybrid/b3/resident" and s.reason == "tuning table" and s.workgroups == 264
     unseen = select("Test GPU", 1234, 567, 890, "float16", (128, 128, 64), 264, 132)
     assert unseen.policy in POLICIES and "not in the tuning table" in unseen.reason
     other = select("Test GPU", 1000, 1000, 1000, "float16", (64, 64, 64), 264, 132)  # timed with another tile
     assert other.reason == "grid model (the tuning table was timed with macro tile 128x128x64)"
-    load_table.cache_clear()
-    select.cache_clear()
 
 
-def test_data_parallel_takes_one_workgroup_per_tile_at_most(tmp_path, monkeypatch):
-    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
-    load_table.cache_clear()
-    select.cache_clear()
-    rows = [{"m": 128, "n": 584, "k": 176, "dtype": "float16", "best": "dataparallel/resident"}]
-    path = tmp_path / "tuning" / "tuning-Test_GPU.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(TuningTable.build("Test GPU", rows, macro_tile=(64, 128, 64)).to_json())
+def test_data_parallel_takes_one_workgroup_per_tile_at_most(test_gpu_table):
+    test_gpu_table([{"m": 128, "n": 584, "k": 176, "dtype": "float16", "best": "dataparallel/resident"}], (64, 128, 64))
     s = select("Test GPU", 128, 584, 176, "float16", (64, 128, 64), 132, 132)  # 2 x 5 tiles
     assert s.policy.name == "dataparallel/resident" and s.workgroups == 10
-    load_table.cache_clear()
-    select.cache_clear()
 
 
 def test_selection_is_cached():
