@@ -11,7 +11,7 @@ import numbers
 from functools import cached_property
 from typing import Any
 
-from .backends import backend, resolve_target
+from .backends import backend, check_options, resolve_target
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
 from .passes import TAKES_SPLIT, pass_options, split_chunks, split_for_budget
@@ -152,6 +152,7 @@ def compile(
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
     target = resolve_target(target)
+    check_options(options)
     selection = None
     if transform == "auto":
         if sk_batches is not None:

@@ -11,6 +11,7 @@ import functools
 import importlib
 import importlib.util
 from types import ModuleType
+from typing import Any
 
 __all__ = ["BACKENDS", "TARGETS", "backend", "cuda_available", "resolve_target"]
 
@@ -38,6 +39,13 @@ def resolve_target(target: object) -> str:
     if target == "auto":
         return "cuda" if cuda_available() else "cpu"
     return target  # type: ignore[return-value]
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Refuse unknown or invalid backend options before any work (``ValueError`` naming the valid ones). They
+    are the CUDA backend's (:class:`lowering.cuda.options.CudaOptions`) and ``build`` on every target, so one
+    call works with ``target="auto"`` with or without a GPU; the CPU backend has none and ignores them."""
+    backend("cuda").options_from(options)
 
 
 def backend(target: str) -> ModuleType:

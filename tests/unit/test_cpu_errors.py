@@ -282,3 +282,15 @@ def test_fixup_tree_is_logarithmically_deep():
 
     assert max(depth(q) for q in range(1, 101)) == 6
     assert sorted(parent) == list(range(1, 101))
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_backend_options_are_checked_before_any_work(target):
+    """Options are the CUDA backend's on every target (one call works with target="auto"), checked by
+    compile itself: an unknown name or a bad value never reaches generation (build=False included)."""
+    g = ctgraph.gemm(*SHAPE, macro_tile=(16, 16, 8), dtype="float32")
+    with pytest.raises(ValueError, match=r"unknown CUDA options \['bogus'\]; valid: .*'warps'"):
+        ctgraph.compile(g, transform="streamk", workgroups=5, target=target, build=False, bogus=1)
+    with pytest.raises(ValueError, match="warps must be 1, 2, 4, 8 or 16, got 3"):
+        ctgraph.compile(g, transform="streamk", workgroups=5, target=target, build=False, warps=3)
+    ctgraph.compile(g, transform="streamk", workgroups=5, target=target, build=False, warps=8)  # valid: accepted
