@@ -66,8 +66,11 @@ class CpuProgram:
         alpha: float = 1.0,
         beta: float = 0.0,
         out: np.ndarray | None = None,
+        stream: None = None,
     ) -> np.ndarray:
         p = self.kernel.problem
+        if stream is not None:  # NOTE: accepted as None so that one call serves target="auto" on either backend
+            raise TypeError(f"stream is for the cuda target; the cpu backend runs on the calling thread: {stream!r}")
         alpha, beta = check_scalars(alpha, beta)
         check_host_operands(p, A, B, C, beta, out)
         D = np.empty((p.m, p.n), dtype=p.dtype) if out is None else out

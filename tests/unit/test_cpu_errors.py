@@ -294,3 +294,12 @@ def test_backend_options_are_checked_before_any_work(target):
     with pytest.raises(ValueError, match="warps must be 1, 2, 4, 8 or 16, got 3"):
         ctgraph.compile(g, transform="streamk", workgroups=5, target=target, build=False, warps=3)
     ctgraph.compile(g, transform="streamk", workgroups=5, target=target, build=False, warps=8)  # valid: accepted
+
+
+def test_stream_is_refused_on_the_cpu():
+    kern = compile_gemm()
+    A, B, C = good()
+    D = kern(A, B, C, beta=0.5, stream=None)  # None: the same call as on the cuda target
+    with pytest.raises(TypeError, match="stream is for the cuda target"):
+        kern(A, B, C, beta=0.5, stream=5)
+    np.testing.assert_allclose(D, reference(A, B, C, beta=0.5), rtol=1e-5, atol=1e-5)
