@@ -48,7 +48,17 @@ import numpy as np
 from . import knobs
 from .passes import split_chunks, split_for_budget, split_sk_dp
 
-__all__ = ["DEFAULTS", "GridModel", "Work", "in_step", "k_aligned", "load_model", "save_model", "work"]
+__all__ = [
+    "DEFAULTS",
+    "GridModel",
+    "Work",
+    "in_step",
+    "k_aligned",
+    "load_model",
+    "save_model",
+    "useful_grid",
+    "work",
+]
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,12 @@ def k_aligned(transform: str, tiles: int, kt: int, g: np.ndarray, sk_batches: in
     return in_step(transform, tiles, kt, g, sk_batches) | (_sk_tiles(transform, tiles, kt, g, sk_batches) >= g)
 
 
+def useful_grid(transform: str, tiles: int, g: int) -> int:
+    """``g`` without the workgroups that could only launch and exit: data-parallel takes at most one per
+    tile (on the H100 the idle ones cost up to 12% on small GEMMs, docs/benchmarks.md)."""
+    return min(g, tiles) if transform == "dataparallel" else g
+
+
 def work(transform: str, tiles: int, kt: int, g: int, sk_batches: int = 2) -> Work:
     """The per-CTA work of ``transform`` for ``tiles`` output tiles of ``kt`` iterations on ``g`` CTAs."""
     iters, peers, dp, spread = (a[0] for a in works(transform, tiles, kt, np.array([g]), sk_batches))
@@ -168,11 +184,9 @@ class GridModel:
         return self.a + self.b * (peers > 1) + c * (iters + dp) + self.d * (peers - 1) + self.c_spread * spread * iters
 
     def best_grid(self, transform: str, tiles: int, kt: int, max_grid: int | None = None, sk_batches: int = 2) -> int:
-        """The :func:`k_aligned` g in [1, max_grid] with the least predicted time (ties: the larger g, shorter
-        last rounds). Data-parallel takes at most one workgroup per tile: more only launch idle CTAs (on the
-        H100 up to 12% slower on small GEMMs, docs/benchmarks.md)."""
-        top = max_grid or self.sms * self.ctas_per_sm
-        g = np.arange(1, (min(top, tiles) if transform == "dataparallel" else top) + 1)
+        """The :func:`k_aligned` g in [1, :func:`useful_grid` of max_grid] with the least predicted time (ties:
+        the larger g, shorter last rounds)."""
+        g = np.arange(1, useful_grid(transform, tiles, max_grid or self.sms * self.ctas_per_sm) + 1)
         t = self.times(transform, tiles, kt, g, sk_batches)
         t = np.where(k_aligned(transform, tiles, kt, g, sk_batches), t, np.inf)
         return int(g[np.flatnonzero(t == t.min())[-1]])

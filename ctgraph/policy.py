@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import knobs
-from .model import GridModel, load_model, work
+from .model import GridModel, load_model, useful_grid, work
 from .passes import pass_options
 from .tiles import choose_tile
 
@@ -259,8 +259,8 @@ def raster_for(transform: str, m: int, n: int, k: int, dtype: str, l2_bytes: int
 
 
 def _grid(policy: Policy, model: GridModel, tiles: int, kt: int, resident: int) -> int:
-    if policy.grid == "resident":  # NOTE: data-parallel workgroups beyond one per tile would sit idle
-        return min(resident, tiles) if policy.transform == "dataparallel" else resident
+    if policy.grid == "resident":
+        return useful_grid(policy.transform, tiles, resident)
     return model.best_grid(policy.transform, tiles, kt, max_grid=resident, sk_batches=policy.batches)
 
 
