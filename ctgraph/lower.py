@@ -226,5 +226,8 @@ def _lower_section(
     # past it, and so do all later ones, so the walk stops there (instead of testing all log2(workgroups)
     # levels); inside the loop, a parent's top shares the tile.
     walk = sympy.And(sympy.Lt(level, workgroups), sympy.Or(sympy.Not(parent), shares(top)))
-    collect(cg.add(C.If(parent), cg.add(C.ForLoop(level, sympy.Integer(1), walk, level), own)), top)
+    # NOTE: after the K loop fk is this workgroup's iteration count on the tile; an owner that ran all
+    # |k tiles| of them shares the tile with nobody and skips the walk (one compare instead of a sender test).
+    shared = cg.add(C.If(sympy.Lt(fk, g.size(tc.k))), own)
+    collect(cg.add(C.If(parent), cg.add(C.ForLoop(level, sympy.Integer(1), walk, level), shared)), top)
     cg.add(epilogue, own)

@@ -310,20 +310,22 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (tid_ == 0) red_release_add(flags + (wg) * CLUSTER + cta_, 1u);
             }
             if (kStart == 0) {
-                for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM || (wg % (2*level_sk)) >= level_sk) && level_sk < numWGs; level_sk += level_sk) {
-                    if ((wg % (2*level_sk)) < level_sk) {
-                        if (tid_ == 0) {
-                            unsigned spins_ = 0, limit_ = 16777216u;
-                            while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
-                                if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                if (forK_sk < numTilesK) {
+                    for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM || (wg % (2*level_sk)) >= level_sk) && level_sk < numWGs; level_sk += level_sk) {
+                        if ((wg % (2*level_sk)) < level_sk) {
+                            if (tid_ == 0) {
+                                unsigned spins_ = 0, limit_ = 16777216u;
+                                while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
+                                    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                            }
+                            bar_sync(1, THREADS);
+                             {
+                                const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN) + cta_ * (THREADS * NACC);
+                                #pragma unroll
+                                for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                            }
+                            if (tid_ == 0) st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_, 0u);  // reset for the next launch
                         }
-                        bar_sync(1, THREADS);
-                         {
-                            const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN) + cta_ * (THREADS * NACC);
-                            #pragma unroll
-                            for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
-                        }
-                        if (tid_ == 0) st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_, 0u);  // reset for the next launch
                     }
                 }
                  {
