@@ -25,7 +25,7 @@ from pathlib import Path
 from . import knobs
 from .model import GridModel, load_model, useful_grid, work
 from .passes import pass_options
-from .tiles import choose_tile
+from .tiles import TileCost, choose_tile, data_parallel_wins
 
 __all__ = [
     "POLICIES",
@@ -280,9 +280,17 @@ def select(
     resident: int,
     sms: int,
     l2_bytes: int = 0,
+    tile_cost: TileCost | None = None,
 ) -> Selection:
-    """The policy for one GEMM on ``device`` (a GPU that holds ``resident`` CTAs on ``sms`` SMs and has an
-    L2 of ``l2_bytes``; 0 where unknown)."""
+    """The policy for one GEMM on ``device`` (a GPU that runs ``sms`` workgroups at once, holds ``resident``
+    and has an L2 of ``l2_bytes``; 0 where unknown).
+
+    A shape the tuning table does not know is decided by the models. The grid-size model prices every
+    tile alike, so where ``tile_cost`` holds this kernel's measured costs (:mod:`ctgraph.tiles`), the tile
+    model first says whether to split K at all: when it predicts data-parallel faster than each Stream-K
+    schedule it prices, data-parallel it is. On the 128 shapes of the H100 table, priced as if untuned,
+    this took the chosen policy from 1.062x to 1.043x the time of the measured best (512^3 in 64 x 128
+    tiles: data-parallel 5.0 us on the H100 where the grid model's Stream-K took 7.4; docs/benchmarks.md)."""
     bm, bn, bk = macro_tile
     tiles, kt = -(-m // bm) * -(-n // bn), -(-k // bk)
     model = load_model(device)
@@ -294,6 +302,10 @@ def select(
     scored = sorted((_predict(p, model, tiles, kt, resident), i, p) for i, p in enumerate(pool))
     scored = [s for s in scored if math.isfinite(s[0][0]) and s[0][0] < 1e6] or scored  # split-K: tiles <= g
     (_, g), _, best = scored[0]
+    gate = not hits and tile_cost is not None and data_parallel_wins(tile_cost, m, n, k, sms)
+    if gate:
+        best = BY_NAME["dataparallel/resident"]
+        g = useful_grid(best.transform, tiles, resident)
     if len(hits) == 1:
         reason = "tuning table"
     elif hits:
@@ -304,4 +316,7 @@ def select(
         reason = f"grid model (the tuning table was timed with macro tile {table.macro_tile})"
     else:
         reason = "grid model (shape not in the tuning table)"
+    if gate:
+        why = "data-parallel beats each Stream-K schedule of this tile"
+        reason = f"tile model{reason.removeprefix('grid model')}: {why}"
     return Selection(best, g, reason, raster_for(best.transform, m, n, k, dtype, l2_bytes))

@@ -55,8 +55,11 @@ __all__ = [
     "H100",
     "TileCost",
     "choose_tile",
+    "data_parallel_wins",
     "parts_in_step",
     "predict",
+    "schedules",
+    "tile_cost",
 ]
 
 DEFAULT_TILE = (128, 128, 32)
@@ -145,21 +148,42 @@ def parts_in_step(tiles: int, kt: int, g: int) -> list[int]:
     return [int(x) // tiles for x in grids[k_aligned("streamk", tiles, kt, grids)]]
 
 
-def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
-    """Predicted seconds of the better of data-parallel and Stream-K for ``m x n x k`` with ``cost``'s tile."""
+def schedules(cost: TileCost, m: int, n: int, k: int, g: int) -> dict[str, float]:
+    """Predicted seconds, launch excluded, of each schedule the model prices for ``m x n x k`` with ``cost``'s
+    tile on ``g`` workgroups at once: ``"dataparallel"``, ``"streamk2tile"`` (at least as many tiles as
+    workgroups) and ``"streamk/s"`` (each of fewer tiles than workgroups in ``s`` parts, in step)."""
     bm, bn, bk = cost.tile
     tiles, kt = math.ceil(m / bm) * math.ceil(n / bn), math.ceil(k / bk)
-    g = cost.workgroups(sms)
     waves = math.ceil(tiles / g)
     last = tiles - (waves - 1) * g
     full, tail = cost.per_iteration(n, k), cost.per_iteration(n, k, load=last / g)
-    best = waves * cost.t0 + kt * ((waves - 1) * full + tail)  # data-parallel
+    out = {"dataparallel": waves * cost.t0 + kt * ((waves - 1) * full + tail)}
     if tiles >= g:  # two-tile Stream-K: the iterations shared out evenly, one partial per tile to add
-        best = min(best, tiles * kt / g * full + tiles / g * cost.t0 + cost.fixup())
+        out["streamk2tile"] = tiles * kt / g * full + tiles / g * cost.t0 + cost.fixup()
     for s in parts_in_step(tiles, kt, g):  # fewer tiles than workgroups: each tile in s parts
         c = cost.per_iteration(n, k, load=s * tiles / g)
-        best = min(best, math.ceil(kt / s) * c + cost.t0 + (1 + math.ceil(math.log2(s))) * cost.fixup())
-    return cost.launch + best
+        out[f"streamk/{s}"] = math.ceil(kt / s) * c + cost.t0 + (1 + math.ceil(math.log2(s))) * cost.fixup()
+    return out
+
+
+def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
+    """Predicted seconds of the fastest of :func:`schedules` for ``m x n x k`` with ``cost``'s tile."""
+    return cost.launch + min(schedules(cost, m, n, k, cost.workgroups(sms)).values())
+
+
+def data_parallel_wins(cost: TileCost, m: int, n: int, k: int, g: int) -> bool:
+    """Whether data-parallel is predicted faster than every Stream-K schedule the model prices for this
+    shape on ``g`` workgroups at once (False when it prices none: it cannot tell)."""
+    times = schedules(cost, m, n, k, g)
+    dp = times.pop("dataparallel")
+    return bool(times) and dp < min(times.values())
+
+
+def tile_cost(
+    macro_tile: tuple[int, int, int], cluster: int = 1, costs: tuple[TileCost, ...] = H100
+) -> TileCost | None:
+    """The measured costs of ``macro_tile`` run on clusters of ``cluster`` CTAs, if ``costs`` has them."""
+    return next((c for c in costs if c.tile == tuple(macro_tile) and c.sms_per_workgroup == cluster), None)
 
 
 def choose_tile(

@@ -294,15 +294,19 @@ def build(kernel: Any) -> CudaProgram:
     return prog
 
 
-def _occupancy(graph: Any, transform: str, options: dict[str, Any]) -> tuple[int, int]:
+def _probe(graph: Any, transform: str, options: dict[str, Any]) -> CudaProgram:
+    """A one-workgroup program of this kernel: what its occupancy and variant are asked of."""
+    from ctgraph.api import Kernel
+
+    return CudaProgram(Kernel(graph, transform, 1, "cuda", options))
+
+
+def _occupancy(probe: CudaProgram) -> tuple[int, int]:
     """``(resident workgroups, processors)`` of this kernel on the current GPU: a workgroup that is a cluster
     of CTAs occupies one SM per CTA, so the grid-size model sees ``SMs / cluster`` processors, or fewer
     where clusters do not pack into the GPCs (30 clusters of 4 on a 132-SM H100)."""
-    from ctgraph.api import Kernel
-
     from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
 
-    probe = CudaProgram(Kernel(graph, transform, 1, "cuda", options))
     resident = int(probe.function().resident_workgroups())  # NOTE: loading it makes the context current
     cluster = probe.layout.get("CLUSTER", 1)
     return resident, min(device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) // cluster, resident)
@@ -311,7 +315,7 @@ def _occupancy(graph: Any, transform: str, options: dict[str, Any]) -> tuple[int
 def default_workgroups(graph: Any, transform: str, options: dict[str, Any]) -> int:
     """The co-resident workgroup count of this kernel on the current GPU (occupancy x SMs, or resident
     clusters when a workgroup is a cluster of CTAs)."""
-    return _occupancy(graph, transform, options)[0]
+    return _occupancy(_probe(graph, transform, options))[0]
 
 
 def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_batches: int | None = None) -> int:
@@ -321,7 +325,7 @@ def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_bat
     from ctgraph.model import load_model
     from ctgraph.passes import pass_options
 
-    resident, sms = _occupancy(graph, transform, options)
+    resident, sms = _occupancy(_probe(graph, transform, options))
     model = load_model(drv.Context.get_device().name())
     model = dataclasses.replace(model, sms=sms, ctas_per_sm=max(1, resident // sms))
     tm, tn, kt = graph.attrs["gemm"].tiles
@@ -330,14 +334,19 @@ def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_bat
 
 
 def select_policy(graph: Any, options: dict[str, Any]) -> Any:
-    """``transform="auto"`` on this GPU: :func:`ctgraph.policy.select` with its name, SMs and resident CTAs."""
+    """``transform="auto"`` on this GPU: :func:`ctgraph.policy.select` with its name, SMs and resident CTAs,
+    and, on the wgmma path, the measured costs of this macro tile and cluster (:func:`ctgraph.tiles.tile_cost`)."""
     import pycuda.driver as drv
 
     from ctgraph.policy import select
+    from ctgraph.tiles import tile_cost
 
-    resident, sms = _occupancy(graph, "streamk2tile", options)  # NOTE: every transform shares the kernel's size
+    probe = _probe(graph, "streamk2tile", options)  # NOTE: every transform shares the kernel's size
+    resident, sms = _occupancy(probe)
     p = graph.attrs["gemm"]
-    return select(drv.Context.get_device().name(), p.m, p.n, p.k, p.dtype, p.macro_tile, resident, sms, l2_bytes())
+    cost = tile_cost(p.macro_tile, probe.layout["CLUSTER"]) if probe.variant == "wgmma" else None
+    name = drv.Context.get_device().name()
+    return select(name, p.m, p.n, p.k, p.dtype, p.macro_tile, resident, sms, l2_bytes(), cost)
 
 
 def l2_bytes() -> int:

@@ -88,6 +88,24 @@ def test_data_parallel_takes_one_workgroup_per_tile_at_most(test_gpu_table):
     assert s.policy.name == "dataparallel/resident" and s.workgroups == 10
 
 
+def test_tile_costs_decide_whether_an_untuned_shape_splits_k(test_gpu_table):
+    from ctgraph.tiles import tile_cost
+
+    cost = tile_cost((64, 128, 64))
+    test_gpu_table([{"m": 512, "n": 512, "k": 512, "dtype": "float16", "best": "streamk/model"}], (64, 128, 64))
+    assert select("Test GPU", 512, 512, 512, "float16", (64, 128, 64), 132, 132, 0, cost).reason == "tuning table"
+    # untuned: the grid model alone splits each of the 32 tiles' 8 iterations; the tile model says not to
+    grid = select("Test GPU", 512, 512, 768, "float16", (64, 128, 64), 132, 132)
+    assert grid.policy.transform != "dataparallel"
+    s = select("Test GPU", 512, 512, 768, "float16", (64, 128, 64), 132, 132, 0, cost)
+    assert s.policy.name == "dataparallel/resident" and s.workgroups == 32
+    why = "data-parallel beats each Stream-K schedule of this tile"
+    assert s.reason == f"tile model (shape not in the tuning table): {why}"
+    # long K: the tile model prices parts of a tile cheaper, and the grid model picks the schedule and grid
+    long = select("Test GPU", 512, 512, 1 << 16, "float16", (64, 128, 64), 132, 132, 0, cost)
+    assert long.policy.transform != "dataparallel" and long.reason.startswith("grid model")
+
+
 def test_selection_is_cached():
     select.cache_clear()
     a = select("Some GPU", 4096, 4096, 4096, "float16", (128, 128, 64), 264, 132)

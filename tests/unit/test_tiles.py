@@ -19,8 +19,11 @@ from ctgraph.tiles import (
     H100,
     TileCost,
     choose_tile,
+    data_parallel_wins,
     parts_in_step,
     predict,
+    schedules,
+    tile_cost,
 )
 
 
@@ -71,6 +74,26 @@ def test_fewer_tiles_than_workgroups_are_cut_into_parts_in_step():
     dp = 1e-6 + 256 * 0.5e-6  # 60 tiles of 256 iterations: one wave
     sk = 128 * 0.5e-6 + 1e-6 + 2 * cost.fixup()
     assert predict(cost, 5 * 128, 12 * 256, 256 * 64) == pytest.approx(min(dp, sk)) == pytest.approx(sk)
+
+
+def test_schedules_name_what_predict_takes_the_least_of():
+    cost = TileCost((128, 256, 64), launch=0.5e-6, t0=1e-6, c=0.5e-6)
+    times = schedules(cost, 5 * 128, 12 * 256, 256 * 64, 132)  # 60 tiles of 256 iterations
+    assert set(times) == {"dataparallel", "streamk/2"}  # fewer tiles than workgroups: no two-tile schedule
+    assert predict(cost, 5 * 128, 12 * 256, 256 * 64) == pytest.approx(0.5e-6 + min(times.values()))
+    assert set(schedules(cost, 133 * 128, 256, 256, 132)) == {"dataparallel", "streamk2tile"}
+
+
+def test_data_parallel_wins_only_against_a_schedule_it_was_compared_with():
+    cost = tile_cost((64, 128, 64))
+    assert cost is not None and cost.sms_per_workgroup == 1
+    # 512^3: 32 tiles of 8 iterations; two or four parts pay a fixup level each for a few iterations
+    assert data_parallel_wins(cost, 512, 512, 512, 132)
+    assert not data_parallel_wins(cost, 512, 512, 1 << 16, 132)  # 1024 iterations a tile: split them
+    # 1024^3: 128 tiles, no grid of whole parts fits 132 workgroups, so there is nothing to compare with
+    assert schedules(cost, 1024, 1024, 1024, 132).keys() == {"dataparallel"}
+    assert not data_parallel_wins(cost, 1024, 1024, 1024, 132)
+    assert tile_cost((64, 128, 64), cluster=2) is None and tile_cost((96, 128, 64)) is None
 
 
 def test_small_gemms_get_small_tiles_and_big_ones_big_tiles():
