@@ -34,6 +34,8 @@ candidate tile on 38 corpus shapes and checked on 40 held-out shapes. Pricing St
 long-K shapes, for 0.754x -> 0.747x on the 38 and 0.803x -> 0.800x on the held-out (docs/benchmarks.md).
 
 :func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile).
+For a shape the tuning table does not know, ``transform="auto"`` asks :func:`data_parallel_wins` first:
+whether any Stream-K schedule of the tile is predicted to beat data-parallel (:func:`ctgraph.policy.select`).
 ``python -m ctgraph calibrate --tiles`` measures the per-tile costs on the GPU at hand
 (:func:`ctgraph.calibrate.calibrate_tiles`); :data:`H100` holds the H100 SXM figures. float32 GEMMs
 (mma.sync / FMA paths) keep the default tile.

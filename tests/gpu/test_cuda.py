@@ -292,6 +292,19 @@ def test_transform_auto(shape):
     check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
 
 
+def test_auto_asks_the_tile_costs_whether_an_untuned_shape_splits_k():
+    """512x512x768 in 64 x 128 tiles (32 tiles of 12 iterations) is not in the tuning table: on the wgmma
+    path the tile's measured costs say data-parallel, one workgroup per tile (docs/benchmarks.md)."""
+    A, B, C = operands(512, 512, 768, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(512, 512, 768, macro_tile=(64, 128, 64)), transform="auto", target="cuda")
+    if kern.program.variant == "wgmma":
+        assert kern.policy.reason.startswith("tile model (")
+        assert (kern.transform, kern.workgroups) == ("dataparallel", 32)
+    else:  # the tile costs are the wgmma path's: the grid-size model decides alone
+        assert kern.policy.reason.startswith("grid model (")
+    check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+
+
 def test_tune_update_times_only_the_shapes_without_timings_of_todays_tile(tmp_path, monkeypatch):
     import torch
 
