@@ -25,7 +25,9 @@ rows and ``BK/CLUSTER`` k-rows of every B chunk, multicast into the same stage o
 cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and each consumer arrives
 on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own flags, so
 the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
-before exit keep every CTA's shared memory alive while the others may still write to it. A CTA reads
+before exit keep every CTA's shared memory alive while the others may still write to it. With
+``multicast="a"`` the CTAs split the macro tile's columns instead (CTA ``r`` on columns ``r*CTA_N ..``):
+each producer loads ``BM/CLUSTER`` rows of A, multicast, and its own ``CTA_N`` columns of B. A CTA reads
 ``CTA_M + BN/CLUSTER`` rows of 128 bytes per K iteration: that matters most when A's or B's rows do not
 start on 128-byte lines, where each row costs two L2 lines and the L2, not the tensor cores, bounds a
 lone CTA (:mod:`ctgraph.tiles`).
@@ -123,22 +125,26 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         raise errors[0]
     bm, bn, bk = macro_tile
     cluster = opts.cluster
-    cta_m = bm // cluster
+    split_n = opts.multicast == "a"  # CTAs split the columns and share A, else the rows and share B
+    cta_m, cta_n = (bm, bn // cluster) if split_n else (bm // cluster, bn)
     consumers = cta_m // 64
-    fits = dtype == "float16" and bm % (64 * cluster) == 0 and 1 <= consumers <= 4 and bn in WGMMA_N
-    fits = fits and bk in (32, 64) and bn // 2 + SPARE_REGS <= accumulator_budget(max(consumers, 1))
+    fits = dtype == "float16" and cta_m % 64 == 0 and 1 <= consumers <= 4 and cta_n in WGMMA_N
+    fits = fits and (bn if split_n else bm) % cluster == 0
+    fits = fits and bk in (32, 64) and cta_n // 2 + SPARE_REGS <= accumulator_budget(max(consumers, 1))
     if not fits:
+        m_of, n_of = (1, cluster) if split_n else (cluster, 1)
         allowed = ", ".join(
-            f"{64 * c * cluster}: BN<={max(n for n in WGMMA_N if n // 2 + SPARE_REGS <= accumulator_budget(c))}"
+            f"{64 * c * m_of}: BN<={n_of * max(n for n in WGMMA_N if n // 2 + SPARE_REGS <= accumulator_budget(c))}"
             for c in range(1, 5)
         )
         raise ValueError(
-            f"the wgmma mainloop takes float16 with BM in {tuple(64 * c * cluster for c in range(1, 5))} "
-            f"(cluster={cluster}), BN in {WGMMA_N} and BK in (32, 64), with accumulators that fit the "
-            f"registers (BM={allowed}); got macro_tile {macro_tile}, {dtype}"
+            f"the wgmma mainloop takes float16 with BM in {tuple(64 * c * m_of for c in range(1, 5))} "
+            f"(cluster={cluster}, multicast={opts.multicast!r}), BN in {tuple(n * n_of for n in WGMMA_N)} and "
+            f"BK in (32, 64), with accumulators that fit the registers (BM={allowed}); got macro_tile "
+            f"{macro_tile}, {dtype}"
         )
     producer_regs, consumer_regs = register_split(consumers)
-    stage = (cta_m * bk + bk * bn) * 2  # per CTA: its rows of A, all of B (1/CLUSTER of it loaded by itself)
+    stage = (cta_m * bk + bk * cta_n) * 2  # per CTA: its tile's rows of A and columns of B, a share loaded by itself
     barriers = 16 * MAX_STAGES
     staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
     stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stage)
@@ -148,16 +154,20 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "BK": bk,
         "CLUSTER": cluster,
         "CTA_M": cta_m,
+        "CTA_N": cta_n,
+        "SPLIT_N": int(split_n),
         "CONSUMERS": consumers,
         "THREADS": 128 * consumers,  # one CTA's math threads: fixup, epilogue, the partials' layout
         "BLOCK": 128 * (consumers + 1),  # + the producer warpgroup
-        "WM": bm // 16,  # warps along m over the whole cluster: warp w of CTA r is warp 4*c*r + w
-        "WN": 1,
-        "NI": bn // 8,
-        "NACC": bn // 2,
+        # the cluster's warp grid: split rows, warp w of CTA r is warp 4*c*r + w along m; split columns, CTA r
+        # is warp column r
+        "WM": bm // 16,
+        "WN": cluster if split_n else 1,
+        "NI": cta_n // 8,
+        "NACC": cta_n // 2,
         "STAGES": stages,
         "A_STAGE": cta_m * bk,
-        "B_STAGE": bk * bn,
+        "B_STAGE": bk * cta_n,
         "STAGE_BYTES": stage,
         "SWIZZLE": swizzle_bytes(bk),
         "PRODUCER_REGS": producer_regs,
@@ -247,7 +257,8 @@ class HopperCodegen(_Codegen):
         w.open("else")
         w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
-        w("[[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0;")
+        warps = "tid_ >> 5, warp_n_ = cta_" if self.L["SPLIT_N"] else "cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0"
+        w(f"[[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = {warps};")
         if loads:
             w("unsigned it_ = 0;")
         if stores:
@@ -352,9 +363,12 @@ class HopperCodegen(_Codegen):
         i, j = node.row, node.col
         w.open("")
         w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier")
-        w(f"const int i0_ = {self.cxx(row0)} + cta_ * CTA_M + 64 * wgi_, j0_ = {self.cxx(col0)};")
+        if self.L["SPLIT_N"]:  # CTA r of the cluster: all rows, columns r*CTA_N ..
+            w(f"const int i0_ = {self.cxx(row0)} + 64 * wgi_, j0_ = {self.cxx(col0)} + cta_ * CTA_N;")
+        else:
+            w(f"const int i0_ = {self.cxx(row0)} + cta_ * CTA_M + 64 * wgi_, j0_ = {self.cxx(col0)};")
         w("#pragma unroll")
-        w.open("for (int c_ = 0; c_ < BN / 64; ++c_, ++box_)")
+        w.open(f"for (int c_ = 0; c_ < {'CTA_N' if self.L['SPLIT_N'] else 'BN'} / 64; ++c_, ++box_)")
         w("const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
         w("if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it")
         w("bar_sync(bar_, 128);")
@@ -410,22 +424,37 @@ class HopperCodegen(_Codegen):
         w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
         w(f"const int {assign.target.name} = {self.cxx(assign.value)};")
-        w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {self.cxx(ar)} + cta_ * CTA_M);")
-        w("#pragma unroll")
-        w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")
-        w.open("for (int c_ = 0; c_ < BN / 64; ++c_)")
-        w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;")
-        origin = f"{self.cxx(bc)} + 64 * c_, {self.cxx(br)} + cta_ * (BK / CLUSTER)"
-        if clustered:
+        if self.L["SPLIT_N"]:  # A's rows shared out over the cluster, multicast; this CTA's columns of B
             self.templates.add("tma_load_2d_multicast")
-            w(f"tma_load_2d_multicast(dst_, &tmB, full_ + 8 * s_, {origin}, (1u << CLUSTER) - 1);  // to every CTA")
+            w("const unsigned rowsA_ = cta_ * (CTA_M / CLUSTER);  // this CTA's share of A's rows, for every CTA")
+            w(
+                f"tma_load_2d_multicast(sA_ + s_ * A_STAGE * 2 + rowsA_ * BK * 2, &tmA, full_ + 8 * s_, "
+                f"{self.cxx(ac)}, {self.cxx(ar)} + rowsA_, (1u << CLUSTER) - 1);"
+            )
         else:
-            w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {origin});")
+            origin = f"{self.cxx(ac)}, {self.cxx(ar)} + cta_ * CTA_M"
+            w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {origin});")
+        w("#pragma unroll")
+        if self.L["SPLIT_N"]:
+            w("// this CTA's columns of B in 64-column chunks (one 128-byte swizzle span each)")
+            w.open("for (int c_ = 0; c_ < CTA_N / 64; ++c_)")
+            w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128;")
+            w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {self.cxx(bc)} + cta_ * CTA_N + 64 * c_, {self.cxx(br)});")
+        else:
+            w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")
+            w.open("for (int c_ = 0; c_ < BN / 64; ++c_)")
+            w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;")
+            origin = f"{self.cxx(bc)} + 64 * c_, {self.cxx(br)} + cta_ * (BK / CLUSTER)"
+            if clustered:
+                self.templates.add("tma_load_2d_multicast")
+                w(f"tma_load_2d_multicast(dst_, &tmB, full_ + 8 * s_, {origin}, (1u << CLUSTER) - 1);  // to every CTA")
+            else:
+                w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {origin});")
         w.close()
         w.close()
 
     def _consume(self, fk: sympy.Symbol) -> None:
-        w, bn = self.w, self.L["BN"]
+        w, bn = self.w, self.L["CTA_N"]
         if self.L["CLUSTER"] == 1:
             self.templates.add("mbar_arrive")
         self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", f"wgmma_n{bn}"}

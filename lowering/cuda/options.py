@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CLUSTERS", "MAINLOOPS", "CudaOptions"]
+__all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions"]
 
 MAINLOOPS = ("auto", "wgmma", "mma")
 CLUSTERS = (0, 1, 2, 4)  # CTAs per workgroup on the wgmma path (0: the fewest that fit)
+MULTICASTS = ("b", "a")  # the operand a cluster's CTAs share: "b" splits the macro tile's rows, "a" its columns
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,12 @@ class CudaOptions:
     one, and 512 x 256 on four half as much. ``0`` (the default) takes the fewest CTAs the macro tile
     fits on: 1 up to 128 x 256, 2 for 256 x 256 or 256 x 192, 4 for 512 x 256. Clusters of 4 pack less
     well into the GPCs (30 resident on a 132-SM H100, against 66 of 2). The mma path ignores it (one
-    CTA per workgroup)."""
+    CTA per workgroup).
+
+    ``multicast`` (wgmma path, clusters of 2 or 4): the operand the CTAs of a cluster share. ``"b"`` (the
+    default) as above; ``"a"``: CTA ``r`` computes columns ``[r*BN/cluster, (r+1)*BN/cluster)`` of the
+    macro tile, loads ``BM/cluster`` of its rows of A and multicasts them to the others (cuBLAS's 1 x 2
+    clusters), and loads its own columns of B."""
 
     warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
     stages: int = 3
@@ -40,6 +46,7 @@ class CudaOptions:
     fetch_step: int = 1  # k16 mma steps before the next stage's loads start (measured best, docs/benchmarks.md)
     mainloop: str = "auto"
     cluster: int = 0
+    multicast: str = "b"
 
     def __post_init__(self) -> None:
         if self.warps not in (1, 2, 4, 8, 16):
@@ -52,6 +59,8 @@ class CudaOptions:
             raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
         if isinstance(self.cluster, bool) or self.cluster not in CLUSTERS:
             raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1, 2 or 4, got {self.cluster!r}")
+        if self.multicast not in MULTICASTS:
+            raise ValueError(f"multicast must be one of {MULTICASTS}, got {self.multicast!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 

@@ -111,6 +111,30 @@ def test_wgmma_clusters(shape, transform, tile, cluster):
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
+@pytest.mark.parametrize(
+    ("tile", "cluster"), [((128, 128, 64), 2), ((128, 256, 64), 2), ((64, 256, 32), 4), ((256, 128, 64), 2)], ids=str
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
+def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster):
+    """CTAs split the macro tile's columns and share A: partial tiles (CTAs whose columns are all past n)."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    kern = ctgraph.compile(
+        g,
+        transform=transform,
+        target="cuda",
+        mainloop="wgmma",
+        cluster=cluster,
+        multicast="a",
+        **({"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}),
+    )
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 8), (200, 688, 128), (1592, 2656, 1224), (256, 256, 65536)], ids=str)
 def test_auto_tile(shape):
     """``macro_tile="auto"`` with ``transform="auto"``: the tile and the policy chosen per shape."""
@@ -217,6 +241,9 @@ SANITIZE = textwrap.dedent("""
         assert (kern(A, B) == 70).all()
         kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(256, 64, 32)), transform=t, workgroups=2,
                                target="cuda", mainloop="wgmma", cluster=4)
+        assert (kern(A, B) == 70).all()
+        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 128, 32)), transform=t, workgroups=3,
+                               target="cuda", mainloop="wgmma", cluster=2, multicast="a")
         assert (kern(A, B) == 70).all()
 """)
 

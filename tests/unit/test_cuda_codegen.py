@@ -205,6 +205,34 @@ def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform, tile, cl
         assert "flags + (wg) * CLUSTER + cta_" in src
 
 
+@needs_nvcc
+@pytest.mark.parametrize(("tile", "cluster"), [((128, 256, 64), 2), ((64, 256, 32), 4)], ids=str)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_cluster_source_can_split_columns_and_multicast_a(transform, tile, cluster):
+    kern = cuda_kernel(
+        transform,
+        tile=tile,
+        workgroups=1024,
+        mainloop="wgmma",
+        cluster=cluster,
+        multicast="a",
+        **SPLITS.get(transform, {}),
+    )
+    src = kern.source
+    lay = kern.program.layout
+    assert (lay["CTA_M"], lay["CTA_N"], lay["WN"], lay["NACC"]) == (tile[0], 256 // cluster, cluster, 128 // cluster)
+    assert "warp_m_ = tid_ >> 5, warp_n_ = cta_;" in src  # CTA r is the warp grid's column r
+    assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
+    assert "multicast::cluster" in kern.ptx and f"m64n{256 // cluster}k16" in kern.ptx
+
+
+def test_multicast_names_the_allowed_operands_and_layouts():
+    with pytest.raises(ValueError, match="multicast must be one of"):
+        _ = cuda_kernel("streamk", mainloop="wgmma", cluster=2, multicast="c").source
+    with pytest.raises(ValueError, match=r"multicast='a'.*BN in \(128, 256, 384, 512\)"):
+        _ = cuda_kernel("streamk", tile=(128, 96, 64), mainloop="wgmma", cluster=2, multicast="a").source
+
+
 def test_wgmma_refuses_float32_and_other_arches():
     with pytest.raises(ValueError, match="float16"):
         _ = cuda_kernel("streamk", "float32", mainloop="wgmma").source
