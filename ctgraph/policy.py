@@ -25,7 +25,7 @@ from pathlib import Path
 from . import knobs
 from .model import GridModel, load_model, useful_grid, work
 from .passes import pass_options
-from .tiles import TileCost, choose_tile, data_parallel_wins
+from .tiles import TileCost, choose_tile, preferred_schedule
 
 __all__ = [
     "POLICIES",
@@ -287,10 +287,12 @@ def select(
 
     A shape the tuning table does not know is decided by the models. The grid-size model prices every
     tile alike, so where ``tile_cost`` holds this kernel's measured costs (:mod:`ctgraph.tiles`), the tile
-    model first says whether to split K at all: when it predicts data-parallel faster than each Stream-K
-    schedule it prices, data-parallel it is. On the 128 shapes of the H100 table, priced as if untuned,
-    this took the chosen policy from 1.062x to 1.043x the time of the measured best (512^3 in 64 x 128
-    tiles: data-parallel 5.0 us on the H100 where the grid model's Stream-K took 7.4; docs/benchmarks.md)."""
+    model first says whether to split K at all (:func:`ctgraph.tiles.preferred_schedule`): when it predicts
+    data-parallel faster than each Stream-K schedule it prices, data-parallel it is; when it prefers the
+    two-tile schedule, the grid model chooses between that and data-parallel only. On the 128 shapes of
+    the H100 table, priced as if untuned, this took the chosen policy from 1.062x to 1.041x the time of
+    the measured best, and the worst from 1.55x to 1.50x (512^3 in 64 x 128 tiles: data-parallel 5.0 us on
+    the H100 where the grid model's Stream-K took 7.4; 8192^3: no longer a hybrid at 1.55x; docs/benchmarks.md)."""
     bm, bn, bk = macro_tile
     tiles, kt = -(-m // bm) * -(-n // bn), -(-k // bk)
     model = load_model(device)
@@ -301,9 +303,11 @@ def select(
     pool = [BY_NAME[h] for h in hits if h in BY_NAME] or list(POLICIES)
     scored = sorted((_predict(p, model, tiles, kt, resident), i, p) for i, p in enumerate(pool))
     scored = [s for s in scored if math.isfinite(s[0][0]) and s[0][0] < 1e6] or scored  # split-K: tiles <= g
+    verdict = preferred_schedule(tile_cost, m, n, k, sms) if not hits and tile_cost is not None else None
+    if verdict == "streamk2tile":
+        scored = [s for s in scored if s[2].transform in ("dataparallel", "streamk2tile")]
     (_, g), _, best = scored[0]
-    gate = not hits and tile_cost is not None and data_parallel_wins(tile_cost, m, n, k, sms)
-    if gate:
+    if verdict == "dataparallel":
         best = BY_NAME["dataparallel/resident"]
         g = useful_grid(best.transform, tiles, resident)
     if len(hits) == 1:
@@ -316,7 +320,9 @@ def select(
         reason = f"grid model (the tuning table was timed with macro tile {table.macro_tile})"
     else:
         reason = "grid model (shape not in the tuning table)"
-    if gate:
+    if verdict == "dataparallel":
         why = "data-parallel beats each Stream-K schedule of this tile"
         reason = f"tile model{reason.removeprefix('grid model')}: {why}"
+    elif verdict == "streamk2tile":
+        reason += "; the tile model narrowed it to data-parallel or two-tile Stream-K"
     return Selection(best, g, reason, raster_for(best.transform, m, n, k, dtype, l2_bytes))

@@ -34,8 +34,8 @@ candidate tile on 38 corpus shapes and checked on 40 held-out shapes. Pricing St
 long-K shapes, for 0.754x -> 0.747x on the 38 and 0.803x -> 0.800x on the held-out (docs/benchmarks.md).
 
 :func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile).
-For a shape the tuning table does not know, ``transform="auto"`` asks :func:`data_parallel_wins` first:
-whether any Stream-K schedule of the tile is predicted to beat data-parallel (:func:`ctgraph.policy.select`).
+For a shape the tuning table does not know, ``transform="auto"`` asks :func:`preferred_schedule` first:
+whether to split K at all, and whether as the two-tile schedule (:func:`ctgraph.policy.select`).
 ``python -m ctgraph calibrate --tiles`` measures the per-tile costs on the GPU at hand
 (:func:`ctgraph.calibrate.calibrate_tiles`); :data:`H100` holds the H100 SXM figures. float32 GEMMs
 (mma.sync / FMA paths) keep the default tile.
@@ -57,9 +57,9 @@ __all__ = [
     "H100",
     "TileCost",
     "choose_tile",
-    "data_parallel_wins",
     "parts_in_step",
     "predict",
+    "preferred_schedule",
     "schedules",
     "tile_cost",
 ]
@@ -173,12 +173,16 @@ def predict(cost: TileCost, m: int, n: int, k: int, sms: int = 132) -> float:
     return cost.launch + min(schedules(cost, m, n, k, cost.workgroups(sms)).values())
 
 
-def data_parallel_wins(cost: TileCost, m: int, n: int, k: int, g: int) -> bool:
-    """Whether data-parallel is predicted faster than every Stream-K schedule the model prices for this
-    shape on ``g`` workgroups at once (False when it prices none: it cannot tell)."""
+def preferred_schedule(cost: TileCost, m: int, n: int, k: int, g: int) -> str | None:
+    """What the model says of splitting K for this shape on ``g`` workgroups at once: ``"dataparallel"`` when
+    data-parallel is predicted faster than every Stream-K schedule it prices, ``"streamk2tile"`` when the
+    two-tile schedule is the fastest, else None (it prices no Stream-K schedule, or prefers parts of
+    tiles, whose grid the grid-size model knows better)."""
     times = schedules(cost, m, n, k, g)
-    dp = times.pop("dataparallel")
-    return bool(times) and dp < min(times.values())
+    if len(times) == 1:
+        return None
+    best = min(times, key=times.__getitem__)
+    return best if best in ("dataparallel", "streamk2tile") else None
 
 
 def tile_cost(

@@ -104,6 +104,14 @@ def test_tile_costs_decide_whether_an_untuned_shape_splits_k(test_gpu_table):
     # long K: the tile model prices parts of a tile cheaper, and the grid model picks the schedule and grid
     long = select("Test GPU", 512, 512, 1 << 16, "float16", (64, 128, 64), 132, 132, 0, cost)
     assert long.policy.transform != "dataparallel" and long.reason.startswith("grid model")
+    # many waves: the tile model prefers the two-tile schedule, and the grid model may only choose between
+    # that and data-parallel (alone, it takes a hybrid that measured 1.55x the best at 8192^3 on the H100)
+    big = tile_cost((256, 256, 64), cluster=2)
+    alone = select("Test GPU", 8192, 8192, 8192, "float16", (256, 256, 64), 66, 66)
+    both = select("Test GPU", 8192, 8192, 8192, "float16", (256, 256, 64), 66, 66, 0, big)
+    assert alone.policy.transform == "streamk_hybrid"
+    assert both.policy.transform in ("dataparallel", "streamk2tile")
+    assert both.reason.endswith("the tile model narrowed it to data-parallel or two-tile Stream-K")
 
 
 def test_selection_is_cached():

@@ -19,9 +19,9 @@ from ctgraph.tiles import (
     H100,
     TileCost,
     choose_tile,
-    data_parallel_wins,
     parts_in_step,
     predict,
+    preferred_schedule,
     schedules,
     tile_cost,
 )
@@ -84,15 +84,18 @@ def test_schedules_name_what_predict_takes_the_least_of():
     assert set(schedules(cost, 133 * 128, 256, 256, 132)) == {"dataparallel", "streamk2tile"}
 
 
-def test_data_parallel_wins_only_against_a_schedule_it_was_compared_with():
+def test_preferred_schedule_is_a_verdict_only_against_schedules_it_priced():
     cost = tile_cost((64, 128, 64))
     assert cost is not None and cost.sms_per_workgroup == 1
     # 512^3: 32 tiles of 8 iterations; two or four parts pay a fixup level each for a few iterations
-    assert data_parallel_wins(cost, 512, 512, 512, 132)
-    assert not data_parallel_wins(cost, 512, 512, 1 << 16, 132)  # 1024 iterations a tile: split them
+    assert preferred_schedule(cost, 512, 512, 512, 132) == "dataparallel"
+    # 1024 iterations a tile: parts of tiles pay, and the grid-size model knows their grids better
+    assert preferred_schedule(cost, 512, 512, 1 << 16, 132) is None
     # 1024^3: 128 tiles, no grid of whole parts fits 132 workgroups, so there is nothing to compare with
     assert schedules(cost, 1024, 1024, 1024, 132).keys() == {"dataparallel"}
-    assert not data_parallel_wins(cost, 1024, 1024, 1024, 132)
+    assert preferred_schedule(cost, 1024, 1024, 1024, 132) is None
+    # 8192^3 in 256 x 256 tiles on 66 clusters: 15.5 waves, the two-tile schedule saves the half-empty last
+    assert preferred_schedule(tile_cost((256, 256, 64), cluster=2), 8192, 8192, 8192, 66) == "streamk2tile"
     assert tile_cost((64, 128, 64), cluster=2) is None and tile_cost((96, 128, 64)) is None
 
 
