@@ -125,7 +125,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         raise errors[0]
     bm, bn, bk = macro_tile
     cluster = opts.cluster
-    split_n = opts.multicast == "a"  # CTAs split the columns and share A, else the rows and share B
+    split_n = opts.multicast == "a" and cluster > 1  # CTAs split the columns and share A, else the rows and B
     cta_m, cta_n = (bm, bn // cluster) if split_n else (bm // cluster, bn)
     consumers = cta_m // 64
     fits = dtype == "float16" and cta_m % 64 == 0 and 1 <= consumers <= 4 and cta_n in WGMMA_N
