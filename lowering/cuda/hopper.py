@@ -412,45 +412,54 @@ class HopperCodegen(_Codegen):
 
     def _produce(self, fk: sympy.Symbol, assign: C.Assign, load_a: C.LoadTile, load_b: C.LoadTile) -> None:
         w = self.w
-        clustered = self.L["CLUSTER"] > 1
         self.templates |= {"mbar_wait", "mbar_expect_tx", "tma_load_2d"}
         for node in (load_a, load_b):
             if len(node.origin) != 2:
                 raise NotImplementedError(f"the wgmma mainloop needs the box origin of the {node.tensor} tile")
-        (ar, ac), (br, bc) = load_a.origin, load_b.origin
         w("#pragma unroll 1")
         w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name}, ++it_)")
         w("const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;")
         w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
         w(f"const int {assign.target.name} = {self.cxx(assign.value)};")
-        if self.L["SPLIT_N"]:  # A's rows shared out over the cluster, multicast; this CTA's columns of B
-            self.templates.add("tma_load_2d_multicast")
-            w("const unsigned rowsA_ = cta_ * (CTA_M / CLUSTER);  // this CTA's share of A's rows, for every CTA")
-            w(
-                f"tma_load_2d_multicast(sA_ + s_ * A_STAGE * 2 + rowsA_ * BK * 2, &tmA, full_ + 8 * s_, "
-                f"{self.cxx(ac)}, {self.cxx(ar)} + rowsA_, (1u << CLUSTER) - 1);"
-            )
-        else:
-            origin = f"{self.cxx(ac)}, {self.cxx(ar)} + cta_ * CTA_M"
-            w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {origin});")
-        w("#pragma unroll")
         if self.L["SPLIT_N"]:
-            w("// this CTA's columns of B in 64-column chunks (one 128-byte swizzle span each)")
-            w.open("for (int c_ = 0; c_ < CTA_N / 64; ++c_)")
-            w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128;")
-            w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {self.cxx(bc)} + cta_ * CTA_N + 64 * c_, {self.cxx(br)});")
+            self._load_split_columns(load_a.origin, load_b.origin)
         else:
-            w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")
-            w.open("for (int c_ = 0; c_ < BN / 64; ++c_)")
-            w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;")
-            origin = f"{self.cxx(bc)} + 64 * c_, {self.cxx(br)} + cta_ * (BK / CLUSTER)"
-            if clustered:
-                self.templates.add("tma_load_2d_multicast")
-                w(f"tma_load_2d_multicast(dst_, &tmB, full_ + 8 * s_, {origin}, (1u << CLUSTER) - 1);  // to every CTA")
-            else:
-                w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {origin});")
+            self._load_split_rows(load_a.origin, load_b.origin)
         w.close()
+
+    def _load_split_rows(self, a: tuple[sympy.Expr, ...], b: tuple[sympy.Expr, ...]) -> None:
+        """One stage's boxes when CTA ``r`` takes rows ``r*CTA_M ..``: its own rows of A, and k-rows
+        ``r*BK/CLUSTER ..`` of every 64-column chunk of B, multicast into every CTA of the cluster."""
+        w, (ar, ac), (br, bc) = self.w, a, b
+        w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {self.cxx(ar)} + cta_ * CTA_M);")
+        w("#pragma unroll")
+        w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")
+        w.open("for (int c_ = 0; c_ < BN / 64; ++c_)")
+        w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;")
+        origin = f"{self.cxx(bc)} + 64 * c_, {self.cxx(br)} + cta_ * (BK / CLUSTER)"
+        if self.L["CLUSTER"] > 1:
+            self.templates.add("tma_load_2d_multicast")
+            w(f"tma_load_2d_multicast(dst_, &tmB, full_ + 8 * s_, {origin}, (1u << CLUSTER) - 1);  // to every CTA")
+        else:
+            w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {origin});")
+        w.close()
+
+    def _load_split_columns(self, a: tuple[sympy.Expr, ...], b: tuple[sympy.Expr, ...]) -> None:
+        """One stage's boxes when CTA ``r`` takes columns ``r*CTA_N ..`` (``multicast="a"``): rows
+        ``r*BM/CLUSTER ..`` of A, multicast into every CTA of the cluster, and its own columns of B."""
+        w, (ar, ac), (br, bc) = self.w, a, b
+        self.templates.add("tma_load_2d_multicast")
+        w("const unsigned rowsA_ = cta_ * (CTA_M / CLUSTER);  // this CTA's share of A's rows, for every CTA")
+        w(
+            f"tma_load_2d_multicast(sA_ + s_ * A_STAGE * 2 + rowsA_ * BK * 2, &tmA, full_ + 8 * s_, "
+            f"{self.cxx(ac)}, {self.cxx(ar)} + rowsA_, (1u << CLUSTER) - 1);"
+        )
+        w("#pragma unroll")
+        w("// this CTA's columns of B in 64-column chunks (one 128-byte swizzle span each)")
+        w.open("for (int c_ = 0; c_ < CTA_N / 64; ++c_)")
+        w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128;")
+        w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {self.cxx(bc)} + cta_ * CTA_N + 64 * c_, {self.cxx(br)});")
         w.close()
 
     def _consume(self, fk: sympy.Symbol) -> None:
