@@ -304,12 +304,11 @@ def select(
     scored = sorted((_predict(p, model, tiles, kt, resident), i, p) for i, p in enumerate(pool))
     scored = [s for s in scored if math.isfinite(s[0][0]) and s[0][0] < 1e6] or scored  # split-K: tiles <= g
     verdict = preferred_schedule(tile_cost, m, n, k, sms) if not hits and tile_cost is not None else None
-    if verdict == "streamk2tile":
+    if verdict == "dataparallel":
+        scored = [s for s in scored if s[2] == BY_NAME["dataparallel/resident"]]
+    elif verdict == "streamk2tile":
         scored = [s for s in scored if s[2].transform in ("dataparallel", "streamk2tile")]
     (_, g), _, best = scored[0]
-    if verdict == "dataparallel":
-        best = BY_NAME["dataparallel/resident"]
-        g = useful_grid(best.transform, tiles, resident)
     if len(hits) == 1:
         reason = "tuning table"
     elif hits:
