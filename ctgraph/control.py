@@ -226,6 +226,41 @@ class ControlGraph:
         (t,) = self._targets(loop, Edge.Increment)
         return self[t]  # type: ignore[return-value]
 
+    def parent(self, tag: int) -> int | None:
+        """The node whose body holds ``tag`` (None for a Kernel)."""
+        return next((u for u, _, k in self.nx.in_edges(tag, data="kind") if k is Edge.Body), None)
+
+    def enters(self, loop: int) -> bool:
+        """Whether ForLoop ``loop`` runs at least once wherever the program reaches it, as read off the graph.
+
+        Its condition at ``counter = init`` is rewritten into the values at the entry of each enclosing body
+        (the assignments before it in that body substituted, latest first); every conjunct must then be true,
+        or a conjunct of the enclosing ForLoop's or If's condition, which holds on entry to its body. A
+        sibling before ``loop`` that is a ForLoop or If (it may assign anything) ends the proof: ``False``
+        means "not shown", not "may be empty". For a K loop under its tile loop: ``m == m_tile(forTile + 0)``
+        once ``m`` is substituted, and ``forTile + 0 < tilesPerWG`` is the tile loop's own bound.
+        """
+        node = self[loop]
+        if not isinstance(node, ForLoop):
+            raise TypeError(f"node {loop} is a {type(node).__name__}, not a ForLoop")
+        left = set(sympy.And.make_args(node.condition.subs(node.counter, node.init))) - {sympy.true}
+        tag, parent = loop, self.parent(loop)
+        while left and parent is not None:
+            body = self.body(parent)
+            for sibling in reversed(body[: body.index(tag)]):
+                before = self[sibling]
+                if isinstance(before, ForLoop | If):
+                    return False
+                if isinstance(before, Assign):
+                    left = {c.subs(before.target, before.value) for c in left} - {sympy.true}
+            if sympy.false in left:
+                return False
+            enclosing = self[parent]
+            if isinstance(enclosing, ForLoop | If):
+                left -= set(sympy.And.make_args(enclosing.condition))
+            tag, parent = parent, self.parent(parent)
+        return not left
+
     @property
     def kernels(self) -> list[int]:
         """The Kernel nodes in launch order (a program may be several kernels, e.g. split-K + reduction)."""

@@ -171,6 +171,21 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
                 n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
                  {
+                    forK_sk = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
+                     {
+                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
+                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                        mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
+                        const int k = ((forK_sk + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
+                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m + cta_ * CTA_M);
+                        #pragma unroll
+                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..
+                        for (int c_ = 0; c_ < BN / 64; ++c_) {
+                            const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;
+                            tma_load_2d(dst_, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k + cta_ * (BK / CLUSTER));
+                        }
+                    }
+                    ++it_;
                     // K loop: trip count from its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
                     int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
                     if (hi_ > 0) {
@@ -183,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                     const int count_ = lo_;
                     #pragma unroll 1
-                    for (forK_sk = 0; forK_sk < count_; ++forK_sk, ++it_) {
+                    for (forK_sk = 1; forK_sk < count_; ++forK_sk, ++it_) {
                         const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
                         if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
@@ -202,6 +217,21 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
                 n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
                  {
+                    forK_dp = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
+                     {
+                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
+                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                        mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
+                        const int k = ((forK_dp + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
+                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m + cta_ * CTA_M);
+                        #pragma unroll
+                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..
+                        for (int c_ = 0; c_ < BN / 64; ++c_) {
+                            const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;
+                            tma_load_2d(dst_, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k + cta_ * (BK / CLUSTER));
+                        }
+                    }
+                    ++it_;
                     // K loop: trip count from its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
                     int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
                     if (hi_ > 0) {
@@ -214,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                     const int count_ = lo_;
                     #pragma unroll 1
-                    for (forK_dp = 0; forK_dp < count_; ++forK_dp, ++it_) {
+                    for (forK_dp = 1; forK_dp < count_; ++forK_dp, ++it_) {
                         const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
                         if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);

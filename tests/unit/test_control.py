@@ -444,6 +444,89 @@ def test_interpreted_control_graph_computes_the_gemm(transform, shape, tile, wor
         assert transform != "dataparallel" and producer != own
 
 
+class TripCounter(Interpreter):
+    """The interpreter, counting the iterations of every ForLoop each time the program reaches it."""
+
+    def run(self, *args):
+        self.trips: dict[int, list[int]] = {}
+        return super().run(*args)
+
+    def ForLoop(self, tag, node):
+        trips = self.trips.setdefault(tag, [])
+        trips.append(0)
+        inc = self.cg.increment(tag)
+        self.env[node.counter] = int(self.ev(node.init))
+        while bool(self.ev(node.condition)):
+            trips[-1] += 1
+            self.body(tag)
+            self.env[inc.target] = int(self.ev(inc.value))
+
+
+def k_loops(cg: C.ControlGraph) -> list[int]:
+    return [t for t in cg.nodes(C.ForLoop) if any(isinstance(cg[c], C.Multiply) for c in cg.body(t))]
+
+
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk", "splitk_reduce"])
+@pytest.mark.parametrize(
+    ("shape", "tile", "workgroups"),
+    [
+        ((45, 50, 27), (16, 16, 8), 5),
+        ((1, 1, 1), (16, 16, 8), 3),
+        ((20, 18, 300), (16, 16, 4), 37),
+        ((33, 17, 13), (8, 16, 4), 4),
+    ],
+)
+def test_every_k_loop_is_shown_to_run_where_it_is_reached(transform, shape, tile, workgroups):
+    """``ControlGraph.enters`` proves every K loop nonempty (the Hopper producer issues its iteration 0 before
+    the trip count), and running the program agrees: each K loop ran at least once each time it was reached."""
+    options = {"split": 2} if transform.startswith("splitk") else {}
+    if options:
+        workgroups = 2 * int(np.prod(ctgraph.gemm(*shape, tile).attrs["gemm"].tiles[:2]))
+    kern = ctgraph.compile(
+        ctgraph.gemm(*shape, tile, dtype="float32"), transform, workgroups=workgroups, target="cpu", **options
+    )
+    cg = kern.control
+    loops = k_loops(cg)
+    assert loops and all(cg.enters(t) for t in loops)
+    if transform == "splitk_reduce":
+        return  # its second kernel (the reduction) is not a one-kernel program for the interpreter
+    it = TripCounter(kern)
+    rng = np.random.default_rng(3)
+    m, n, k = shape
+    it.run(*(rng.uniform(-1, 1, s).astype(np.float32) for s in ((m, k), (k, n), (m, n))), 1.0, 0.0)
+    reached = [trips for tag in loops for trips in it.trips.get(tag, [])]  # a section may have no tiles
+    assert reached and min(reached) >= 1
+
+
+def test_enters_is_a_proof_not_a_guess():
+    """What ``enters`` cannot show is ``False``: a bound the enclosing loop does not state, a loop behind an If
+    or a loop sibling, an enclosing condition that contradicts it; and it asks for a ForLoop."""
+    i, j, t = (sympy.Symbol(x, integer=True, nonnegative=True) for x in "ijt")
+    n, m = sympy.Symbol("n", integer=True, positive=True), sympy.Symbol("m", integer=True, positive=True)
+
+    def program(inner: sympy.Basic, before: C.Node | None = None) -> tuple[C.ControlGraph, int]:
+        cg = C.ControlGraph()
+        root = cg.add(C.Kernel("k", (n, m), sympy.Symbol("wg"), (4, 4, 4), "float32"))
+        outer = cg.add(C.ForLoop(i, sympy.Integer(0), sympy.Lt(i, n), sympy.Integer(1)), root)
+        cg.add(C.Assign(t, 2 * i), outer)
+        if before is not None:
+            cg.add(before, outer)
+        return cg, cg.add(C.ForLoop(j, sympy.Integer(0), inner, sympy.Integer(1)), outer)
+
+    cg, loop = program(sympy.And(sympy.Lt(j + t, 2 * n), sympy.Lt(j + i, n)))
+    assert not cg.enters(loop)  # t < 2n is not i < n, syntactically
+    cg, loop = program(sympy.And(sympy.Eq(t, 2 * (i + j)), sympy.Lt(i + j, n)))
+    assert cg.enters(loop)  # t substituted: 2i == 2i, and i < n is the outer loop's own bound
+    assert cg.enters(cg.parent(loop))  # the outer loop starts at i = 0, and 0 < n for a positive n
+    cg, loop = program(sympy.Lt(i + j, n), before=C.If(sympy.Lt(i, m)))
+    assert not cg.enters(loop)
+    cg, loop = program(sympy.Lt(i + j, m))
+    assert not cg.enters(loop)
+    assert cg.parent(cg.root) is None
+    with pytest.raises(TypeError, match="not a ForLoop"):
+        cg.enters(cg.root)
+
+
 # --- the golden DOT of the seed's Stream-K control graph --------------------------------------------
 
 

@@ -143,6 +143,21 @@ def test_hopper_source_is_deterministic_and_shape_free():
     assert src((1000, 1000, 1000)) == src((1000, 1000, 1000)) == src((8192, 64, 4096))
 
 
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk"])
+def test_hopper_producer_loads_iteration_0_before_the_trip_count(transform):
+    """Every K loop is shown nonempty (``ControlGraph.enters``), so the producer issues its first boxes before
+    the serial trip-count math, and its loop starts at 1; the consumers still count first."""
+    src = cuda_kernel(
+        transform, tile=(128, 256, 64), workgroups=1024, mainloop="wgmma", **SPLITS.get(transform, {})
+    ).source
+    producer, consumers = src.split("setmaxnreg_dec<PRODUCER_REGS>();")[1].split("setmaxnreg_inc<CONSUMER_REGS>();")
+    loops = len(re.findall(r"\n\s*for \(forK\w* = 1; forK\w* < count_;", producer))
+    assert loops == len(re.findall(r"for \(forK\w* = 0; forK\w* < count_;", consumers)) >= 1
+    for section in producer.split("iteration 0 goes out before the trip count")[1:]:
+        assert section.index("tma_load_2d") < section.index("// K loop: trip count") < section.index("= 1; forK")
+    assert "goes out before the trip count" not in consumers
+
+
 def test_golden_hopper_cu():
     path = GOLDEN / "seed_streamk2tile_hopper.cu"
     assert seed_hopper_source() == path.read_text(), "generated CUDA changed: run `make golden` if intended"
