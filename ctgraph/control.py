@@ -236,9 +236,10 @@ class ControlGraph:
         Its condition at ``counter = init`` is rewritten into the values at the entry of each enclosing body
         (the assignments before it in that body substituted, latest first); every conjunct must then be true,
         or a conjunct of the enclosing ForLoop's or If's condition, which holds on entry to its body. A
-        sibling before ``loop`` that is a ForLoop or If (it may assign anything) ends the proof: ``False``
-        means "not shown", not "may be empty". For a K loop under its tile loop: ``m == m_tile(forTile + 0)``
-        once ``m`` is substituted, and ``forTile + 0 < tilesPerWG`` is the tile loop's own bound.
+        sibling before ``loop`` that is a ForLoop or If (it may assign anything) ends the proof, and so does a
+        conjunct left over past an enclosing ForLoop that names a variable the loop changes: ``False`` means
+        "not shown", not "may be empty". For a K loop under its tile loop: ``m == m_tile(forTile + 0)`` once
+        ``m`` is substituted, and ``forTile + 0 < tilesPerWG`` is the tile loop's own bound.
         """
         node = self[loop]
         if not isinstance(node, ForLoop):
@@ -258,6 +259,12 @@ class ControlGraph:
             enclosing = self[parent]
             if isinstance(enclosing, ForLoop | If):
                 left -= set(sympy.And.make_args(enclosing.condition))
+            if isinstance(enclosing, ForLoop):  # what the loop changes is not known above it
+                changed = {enclosing.counter} | {
+                    self[t].target for t, _ in self.walk(parent) if isinstance(self[t], Assign)
+                }
+                if any(c.free_symbols & changed for c in left):
+                    return False
             tag, parent = parent, self.parent(parent)
         return not left
 

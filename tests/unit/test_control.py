@@ -522,6 +522,13 @@ def test_enters_is_a_proof_not_a_guess():
     assert not cg.enters(loop)
     cg, loop = program(sympy.Lt(i + j, m))
     assert not cg.enters(loop)
+    # a fact about the outer loop's counter from above the loop says nothing inside it (i changes there)
+    cg = C.ControlGraph()
+    root = cg.add(C.Kernel("k", (n, m), sympy.Symbol("wg"), (4, 4, 4), "float32"))
+    guard = cg.add(C.If(sympy.Lt(i, m)), root)
+    outer = cg.add(C.ForLoop(i, sympy.Integer(0), sympy.Lt(i, n), sympy.Integer(1)), guard)
+    loop = cg.add(C.ForLoop(j, sympy.Integer(0), sympy.Lt(i + j, m), sympy.Integer(1)), outer)
+    assert not cg.enters(loop)
     assert cg.parent(cg.root) is None
     with pytest.raises(TypeError, match="not a ForLoop"):
         cg.enters(cg.root)
