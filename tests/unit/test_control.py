@@ -316,6 +316,7 @@ class Interpreter:
         self.flags = np.zeros(slots, dtype=np.int64)
         self.log: list[tuple[int, int, int, int]] = []  # (wg, m, n, k) at every Multiply
         self.writers: list[tuple[int, int, int]] = []  # (wg, m, n) at every Epilogue
+        self.trips: dict[int, list[int]] = {}  # per ForLoop, its iterations each time it was reached
 
     def ev(self, expr: sympy.Basic, **arrays: np.ndarray):
         if expr not in self._fns:
@@ -346,7 +347,10 @@ class Interpreter:
     def ForLoop(self, tag, node):
         self.env[node.counter] = int(self.ev(node.init))
         inc = self.cg.increment(tag)
+        trips = self.trips.setdefault(tag, [])
+        trips.append(0)
         while bool(self.ev(node.condition)):
+            trips[-1] += 1
             self.body(tag)
             self.env[inc.target] = int(self.ev(inc.value))
 
@@ -444,24 +448,6 @@ def test_interpreted_control_graph_computes_the_gemm(transform, shape, tile, wor
         assert transform != "dataparallel" and producer != own
 
 
-class TripCounter(Interpreter):
-    """The interpreter, counting the iterations of every ForLoop each time the program reaches it."""
-
-    def run(self, *args):
-        self.trips: dict[int, list[int]] = {}
-        return super().run(*args)
-
-    def ForLoop(self, tag, node):
-        trips = self.trips.setdefault(tag, [])
-        trips.append(0)
-        inc = self.cg.increment(tag)
-        self.env[node.counter] = int(self.ev(node.init))
-        while bool(self.ev(node.condition)):
-            trips[-1] += 1
-            self.body(tag)
-            self.env[inc.target] = int(self.ev(inc.value))
-
-
 def k_loops(cg: C.ControlGraph) -> list[int]:
     return [t for t in cg.nodes(C.ForLoop) if any(isinstance(cg[c], C.Multiply) for c in cg.body(t))]
 
@@ -490,7 +476,7 @@ def test_every_k_loop_is_shown_to_run_where_it_is_reached(transform, shape, tile
     assert loops and all(cg.enters(t) for t in loops)
     if transform == "splitk_reduce":
         return  # its second kernel (the reduction) is not a one-kernel program for the interpreter
-    it = TripCounter(kern)
+    it = Interpreter(kern)
     rng = np.random.default_rng(3)
     m, n, k = shape
     it.run(*(rng.uniform(-1, 1, s).astype(np.float32) for s in ((m, k), (k, n), (m, n))), 1.0, 0.0)
