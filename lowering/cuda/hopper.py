@@ -361,7 +361,6 @@ class HopperCodegen(_Codegen):
             raise NotImplementedError("the TMA epilogue needs the box origin of the D tile")
         row0, col0 = node.origin
         row, col = self._acc_coords()
-        i, j = node.row, node.col
         w.open("")
         w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier")
         if self.L["SPLIT_N"]:  # CTA r of the cluster: all rows, columns r*CTA_N ..
@@ -373,20 +372,12 @@ class HopperCodegen(_Codegen):
         w("const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
         w("if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it")
         w("bar_sync(bar_, 128);")
-        w("#pragma unroll")
-        w.open("for (int q_ = 0; q_ < 32; q_ += 2)")
-        w("const int e_ = 32 * c_ + q_;")
-        w("const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;")
-        w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
+        # NOTE: two copies of the box loop, so that beta == 0 (the common case) runs none of C's index math
         w.open("if (beta != 0.f)")
-        w(f"const int {i.name} = {row}, {j.name} = {col};")
-        w(f"const int at_ = {self.cxx(node.address)};")
-        w(f"if ({self.cxx(node.mask)}) v0_ += beta * __half2float(C[at_]);")
-        w(f"if ({self.cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[at_ + 1]);")
+        self._stage_box(node, row, col)
         w.close()
-        w("const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));")
-        w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;")
-        w("st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));")
+        w.open("else")
+        self._stage_box(None, row, col)
         w.close()
         w("fence_proxy_async();  // the box is visible to TMA")
         w("bar_sync(bar_, 128);")
@@ -395,6 +386,26 @@ class HopperCodegen(_Codegen):
         w("bulk_commit();")
         w.close()
         w.close()
+        w.close()
+
+    def _stage_box(self, node: C.Epilogue | None, row: str, col: str) -> None:
+        """Write box ``c_`` of this thread's accumulators, ``alpha*acc`` (``+ beta*C`` where ``node`` gives C's
+        address and mask), as fp16 into staging buffer ``buf_`` in TMA's 128-byte swizzle."""
+        w = self.w
+        w("#pragma unroll")
+        w.open("for (int q_ = 0; q_ < 32; q_ += 2)")
+        w("const int e_ = 32 * c_ + q_;")
+        w("const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;")
+        w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
+        if node is not None:
+            i, j = node.row, node.col
+            w(f"const int {i.name} = {row}, {j.name} = {col};")
+            w(f"const int c_at_ = {self.cxx(node.address)};")
+            w(f"if ({self.cxx(node.mask)}) v0_ += beta * __half2float(C[c_at_]);")
+            w(f"if ({self.cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[c_at_ + 1]);")
+        w("const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));")
+        w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;")
+        w("st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));")
         w.close()
 
     # --- the K loop ----------------------------------------------------------------------------------

@@ -366,20 +366,31 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;
                         if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
                         bar_sync(bar_, 128);
-                        #pragma unroll
-                        for (int q_ = 0; q_ < 32; q_ += 2) {
-                            const int e_ = 32 * c_ + q_;
-                            const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
-                            float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                            if (beta != 0.f) {
+                        if (beta != 0.f) {
+                            #pragma unroll
+                            for (int q_ = 0; q_ < 32; q_ += 2) {
+                                const int e_ = 32 * c_ + q_;
+                                const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
+                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
                                 const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                                const int at_ = N*(i + 64*m) + j + 64*n;
-                                if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[at_]);
-                                if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[at_ + 1]);
+                                const int c_at_ = N*(i + 64*m) + j + 64*n;
+                                if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
+                                if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
+                                const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
+                                const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
+                                st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
                             }
-                            const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
-                            const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
-                            st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                        }
+                        else {
+                            #pragma unroll
+                            for (int q_ = 0; q_ < 32; q_ += 2) {
+                                const int e_ = 32 * c_ + q_;
+                                const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
+                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                                const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
+                                const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
+                                st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                            }
                         }
                         fence_proxy_async();  // the box is visible to TMA
                         bar_sync(bar_, 128);
@@ -437,20 +448,31 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;
                     if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
                     bar_sync(bar_, 128);
-                    #pragma unroll
-                    for (int q_ = 0; q_ < 32; q_ += 2) {
-                        const int e_ = 32 * c_ + q_;
-                        const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
-                        float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                        if (beta != 0.f) {
+                    if (beta != 0.f) {
+                        #pragma unroll
+                        for (int q_ = 0; q_ < 32; q_ += 2) {
+                            const int e_ = 32 * c_ + q_;
+                            const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
+                            float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
                             const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                            const int at_ = N*(i + 64*m) + j + 64*n;
-                            if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[at_]);
-                            if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[at_ + 1]);
+                            const int c_at_ = N*(i + 64*m) + j + 64*n;
+                            if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
+                            if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
+                            const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
+                            const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
+                            st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
                         }
-                        const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
-                        const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
-                        st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                    }
+                    else {
+                        #pragma unroll
+                        for (int q_ = 0; q_ < 32; q_ += 2) {
+                            const int e_ = 32 * c_ + q_;
+                            const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
+                            float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                            const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
+                            const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
+                            st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                        }
                     }
                     fence_proxy_async();  // the box is visible to TMA
                     bar_sync(bar_, 128);

@@ -158,6 +158,14 @@ def test_hopper_producer_loads_iteration_0_before_the_trip_count(transform):
     assert "goes out before the trip count" not in consumers
 
 
+def test_hopper_epilogue_reads_c_only_when_beta_is_not_zero():
+    """The staged epilogue has a box loop per case: beta == 0 computes no address or mask of C."""
+    src = cuda_kernel("streamk2tile", tile=(128, 128, 64), mainloop="wgmma").source
+    with_c, without_c = src.split("if (beta != 0.f) {")[1].split("fence_proxy_async();")[0].split("else {")
+    assert "C[c_at_]" in with_c and "C[" not in without_c and "c_at_" not in without_c
+    assert "st_shared_b32" in with_c and "st_shared_b32" in without_c
+
+
 def test_golden_hopper_cu():
     path = GOLDEN / "seed_streamk2tile_hopper.cu"
     assert seed_hopper_source() == path.read_text(), "generated CUDA changed: run `make golden` if intended"
