@@ -485,8 +485,8 @@ def test_every_k_loop_is_shown_to_run_where_it_is_reached(transform, shape, tile
 
 
 def test_enters_is_a_proof_not_a_guess():
-    """What ``enters`` cannot show is ``False``: a bound the enclosing loop does not state, a loop behind an If
-    or a loop sibling, an enclosing condition that contradicts it; and it asks for a ForLoop."""
+    """What ``enters`` cannot show is ``False``: a bound the enclosing loop does not state, a loop after an If
+    sibling, a fact about a loop counter from above that loop; and it asks for a ForLoop."""
     i, j, t = (sympy.Symbol(x, integer=True, nonnegative=True) for x in "ijt")
     n, m = sympy.Symbol("n", integer=True, positive=True), sympy.Symbol("m", integer=True, positive=True)
 
