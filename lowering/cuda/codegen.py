@@ -30,7 +30,7 @@ from ctgraph import control as C
 
 from .divisors import PRELUDE as DIVISORS
 from .divisors import fast_divisors
-from .options import CudaOptions
+from .options import CudaOptions, warp_grid
 from .printer import IndexPrinter, cxx
 from .ptx import render
 
@@ -43,18 +43,16 @@ SPIN_LIMIT = 1 << 24  # polls of a fixup flag before the kernel traps: an error 
 def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
     """Tile constants of the kernel; ``ValueError`` when the macro tile does not fit the instruction set."""
     bm, bn, bk = macro_tile
+    opts = opts.for_tile(macro_tile, dtype)
     t = opts.threads
     if dtype == "float16":
-        # NOTE: the squarest warp tile that divides the macro tile: fewest ldmatrix per mma.
-        grids = [(wm, opts.warps // wm) for wm in (1, 2, 4, 8, 16) if opts.warps % wm == 0]
-        fits = [(a, b) for a, b in grids if bm % (16 * a) == 0 and bn % (16 * b) == 0]
-        wm, wn = min(fits or grids, key=lambda ab: (abs(bm // ab[0] - bn // ab[1]), ab[0]))
-        if bm % (16 * wm) or bn % (16 * wn) or bk % 16:
+        grid = warp_grid(bm, bn, opts.warps)
+        if grid is None or bk % 16:
             raise ValueError(
-                f"macro_tile {macro_tile} does not fit the fp16 mma path with {opts.warps} warps "
-                f"(a {wm}x{wn} warp grid): BM must be a multiple of {16 * wm}, BN of {16 * wn}, "
-                "BK of 16"
+                f"macro_tile {macro_tile} does not fit the fp16 mma path with {opts.warps} warps: it needs a "
+                f"WM x WN grid of the warps with BM a multiple of 16*WM and BN of 16*WN, and BK a multiple of 16"
             )
+        wm, wn = grid
         mi, ni = bm // wm // 16, bn // wn // 8
         return {
             "BM": bm,
@@ -159,9 +157,11 @@ class _Codegen:
         templates: set[str],
         divisors: frozenset[sympy.Symbol],
     ) -> None:
-        self.cg, self.opts, self.tag = cg, opts, kernel
+        self.cg, self.tag = cg, kernel
         self.kernel: C.Kernel = cg[kernel]  # type: ignore[assignment]
         self.dtype = self.kernel.dtype
+        # NOTE: warps and stages are the mma path's; the wgmma path sizes its own warpgroups and ring
+        self.opts = opts if opts.mainloop == "wgmma" else opts.for_tile(self.kernel.macro_tile, self.dtype)
         self.mma = self.dtype == "float16"
         self.L = self.layout()
         self.vector = opts.vector and self.mma

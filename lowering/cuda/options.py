@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions"]
+__all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions", "warp_grid"]
 
 MAINLOOPS = ("auto", "wgmma", "mma")
 CLUSTERS = (0, 1, 2, 4)  # CTAs per workgroup on the wgmma path (0: the fewest that fit)
 MULTICASTS = ("b", "a")  # the operand a cluster's CTAs share: "b" splits the macro tile's rows, "a" its columns
+# the most dynamic shared memory one CTA may opt into, per nvcc target (sm_86, sm_89 and others: 99 KiB)
+SMEM_PER_CTA = {"sm_80": 163 << 10, "sm_87": 163 << 10, "sm_90": 227 << 10, "sm_90a": 227 << 10}
+WARP_TILE = 64 * 64  # fp16 mma path: a 64 x 64 warp tile is 128 fp32 accumulators per thread; larger ones spill
+
+
+def warp_grid(bm: int, bn: int, warps: int) -> tuple[int, int] | None:
+    """The ``WM x WN`` grid of ``warps`` warps whose warp tiles divide a ``bm x bn`` macro tile into multiples of
+    16 x 16, the squarest such (fewest ``ldmatrix`` per ``mma``); ``None`` when no grid fits."""
+    grids = [(wm, warps // wm) for wm in (1, 2, 4, 8, 16) if warps % wm == 0]
+    fits = [(a, b) for a, b in grids if bm % (16 * a) == 0 and bn % (16 * b) == 0]
+    return min(fits, key=lambda ab: (abs(bm // ab[0] - bn // ab[1]), ab[0]), default=None)
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,8 @@ class CudaOptions:
     warpgroups; fp16 on sm_90a, see :mod:`lowering.cuda.hopper`), ``"mma"`` (``mma.sync``, any sm_80+
     GPU) or ``"auto"``: wgmma when a GPU of compute capability 9.0 is present and the macro tile fits it.
     ``warps``, ``stages``, ``ctas_per_sm`` and ``fetch_step`` tune the mma path; the wgmma path sizes
-    its own pipeline from shared memory.
+    its own pipeline from shared memory. ``warps`` and ``stages`` left ``None`` are chosen for the macro tile
+    (:meth:`for_tile`).
 
     ``cluster`` (wgmma path): CTAs per workgroup, launched as one thread-block cluster. CTA ``r`` of a
     cluster computes rows ``[r*BM/cluster, (r+1)*BM/cluster)`` of the workgroup's macro tile, and each
@@ -38,8 +50,8 @@ class CudaOptions:
     macro tile, loads ``BM/cluster`` of its rows of A and multicasts them to the others (cuBLAS's 1 x 2
     clusters), and loads its own columns of B."""
 
-    warps: int = 4  # 2 CTAs per SM on the H100: measured faster than 8 warps (docs/benchmarks.md)
-    stages: int = 3
+    warps: int | None = None  # None: for the macro tile (for_tile)
+    stages: int | None = None
     vector: bool = True
     arch: str = "sm_90a"
     ctas_per_sm: int = 1  # __launch_bounds__ hint: CTAs that should fit on one SM (caps registers)
@@ -49,9 +61,9 @@ class CudaOptions:
     multicast: str = "b"
 
     def __post_init__(self) -> None:
-        if self.warps not in (1, 2, 4, 8, 16):
+        if self.warps is not None and (isinstance(self.warps, bool) or self.warps not in (1, 2, 4, 8, 16)):
             raise ValueError(f"warps must be 1, 2, 4, 8 or 16, got {self.warps!r}")
-        if not isinstance(self.stages, int) or not 2 <= self.stages <= 8:
+        if self.stages is not None and (not isinstance(self.stages, int) or not 2 <= self.stages <= 8):
             raise ValueError(f"stages must be an integer in [2, 8], got {self.stages!r}")
         if self.mainloop not in MAINLOOPS:
             raise ValueError(f"mainloop must be one of {MAINLOOPS}, got {self.mainloop!r}")
@@ -64,6 +76,33 @@ class CudaOptions:
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 
+    def for_tile(self, macro_tile: tuple[int, int, int], dtype: str) -> CudaOptions:
+        """These options with the mma path's ``warps`` and ``stages`` chosen for ``macro_tile`` where ``None``.
+
+        ``warps``: fp16 takes 4 warps up to 128 x 128 (four 64 x 64 warp tiles) and 8 beyond, fewer where no
+        warp grid divides the tile (:func:`warp_grid`): 4 for 128 x 128 (two CTAs per SM on the
+        H100), 8 for 256 x 128 and 128 x 256 (one CTA per SM; same warp tile, half the L2 reads per flop:
+        450-480 TFLOP/s at 4096^3 and 8192^3 on the H100, docs/benchmarks.md). fp32 (the FMA path) takes 4.
+
+        ``stages``: a ring of 3 with up to 4 warps, 4 with more, and fewer (at least 2) where the ring of one
+        of the CTAs an SM holds (two with up to 4 warps) outgrows the target's shared memory per CTA.
+        """
+        bm, bn, bk = macro_tile
+        warps = self.warps
+        if warps is None:
+            warps = 4
+            if dtype == "float16":
+                want = 4 if bm * bn <= 4 * WARP_TILE else 8
+                warps = next((w for w in (8, 4, 2, 1) if w <= want and warp_grid(bm, bn, w)), want)
+        stages = self.stages
+        if stages is None:
+            ctas = 2 if warps <= 4 else 1
+            ring = (bm * bk + bk * bn) * (2 if dtype == "float16" else 4)
+            stages = max(2, min(3 if warps <= 4 else 4, SMEM_PER_CTA.get(self.arch, 99 << 10) // ctas // ring))
+        return replace(self, warps=warps, stages=stages)
+
     @property
     def threads(self) -> int:
+        if self.warps is None:
+            raise ValueError("warps is chosen for the macro tile: call for_tile first")
         return 32 * self.warps

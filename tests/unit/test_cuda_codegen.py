@@ -63,6 +63,34 @@ def test_bad_tile_for_mma_path():
         _ = cuda_kernel("streamk", tile=(128, 128, 8)).source
 
 
+@pytest.mark.parametrize(
+    ("tile", "dtype", "warps", "stages"),
+    [
+        ((128, 128, 64), "float16", 4, 3),  # two CTAs of 64 x 64 warp tiles per SM
+        ((256, 128, 64), "float16", 8, 4),  # one CTA per SM, same warp tile: 4 x 48 KiB ring
+        ((128, 256, 64), "float16", 8, 4),
+        ((128, 192, 64), "float16", 8, 4),  # 64 x 48 warp tiles
+        ((128, 128, 128), "float16", 4, 2),  # 64 KiB a stage: two CTAs hold no more than 2 each
+        ((16, 16, 16), "float16", 1, 3),  # no grid of 4 or more warps divides it
+        ((64, 64, 32), "float32", 4, 3),  # the FMA path: 4 warps
+        ((256, 128, 64), "float32", 4, 2),  # 96 KiB a stage
+    ],
+    ids=str,
+)
+def test_mma_warps_and_stages_follow_the_macro_tile(tile, dtype, warps, stages):
+    """Left out, ``warps`` and ``stages`` are chosen for the macro tile; given, they are kept."""
+    src = cuda_kernel("dataparallel", dtype, tile=tile, mainloop="mma").source
+    assert f"constexpr int THREADS = {32 * warps};" in src
+    assert f"warps={warps}, stages={stages}," in src
+    kept = cuda_kernel("dataparallel", dtype, tile=tile, mainloop="mma", warps=1, stages=2).source
+    assert "constexpr int THREADS = 32;" in kept and "warps=1, stages=2," in kept
+
+
+def test_mma_tile_no_warp_grid_divides():
+    with pytest.raises(ValueError, match=r"\(48, 48, 16\) does not fit the fp16 mma path with 4 warps: it needs"):
+        _ = cuda_kernel("streamk", tile=(48, 48, 16), mainloop="mma", warps=4).source
+
+
 def test_unknown_option():
     with pytest.raises(ValueError, match="unknown CUDA options"):
         _ = cuda_kernel("streamk", bogus=1).source
