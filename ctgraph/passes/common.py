@@ -17,6 +17,7 @@ __all__ = [
     "MAX_SK_BATCHES",
     "PassOptions",
     "distribute",
+    "distribute_rounds",
     "flatten_tiles",
     "gemm_tiles",
     "output_tile_numbers",
@@ -31,7 +32,9 @@ MAX_SK_BATCHES = 6
 class PassOptions:
     """Options every pass receives. ``workgroups`` is the grid size g; ``sk_batches`` the waves of
     Stream-K work of a hybrid schedule (1 to 6; two-tile Stream-K is 2); ``split`` the K chunks per
-    output tile of split-K; ``raster`` the tile rows walked together (:func:`tile_order`; 1: row-major)."""
+    output tile of split-K; ``raster`` the tile rows walked together (:func:`tile_order`; 1: row-major);
+    where a raster applies, a two-tile or hybrid schedule hands its data-parallel tiles out in rounds
+    (:func:`distribute_rounds`), so that the tiles running at once are neighbours in that order."""
 
     workgroups: int
     sk_batches: int = 2
@@ -141,6 +144,31 @@ def distribute(g: CoordinateGraph, space: int, workgroups: int, section: str = "
     wg = g.add_dimension(Workgroup(workgroups, section=section, param="numWGs"))
     local = g.add_dimension(Linear(per_wg, name=f"{section + ' ' if section else ''}tiles of this WG", param=param))
     g.add_edge(Tile(), inputs=[space], outputs=[wg, local])
+    for_tile = g.add_dimension(ForLoop(per_wg, name="Tile", section=section, param=param))
+    for_k = g.add_dimension(ForLoop(per_wg, name="K", section=section, param=param))
+    g.add_edge(Split(strides=(1, 1)), inputs=[local], outputs=[for_tile, for_k])
+
+
+def distribute_rounds(
+    g: CoordinateGraph, tiles: int, k: int, workgroups: int, section: str = "", param: str = "tilesPerWG"
+) -> None:
+    """Give the workgroups whole output ``tiles`` in rounds, ``K`` looped inside (persistent data-parallel)::
+
+        Tile(tiles; Linear(rounds), Workgroup)     tile = round*g + wg        (rounds = ceil(|tiles| / g))
+        Flatten(round, k; Linear(per WG))          local = round*Kt + k
+        Split(Linear(per WG); ForLoop(Tile), ForLoop(K)) strides (1, 1):  local = forTile + forK
+
+    the same two loops as :func:`distribute`. The g tiles of a round run at the same time and are
+    consecutive in the tile order (:func:`tile_order`), so what they read is what a raster keeps in L2;
+    :func:`distribute` over the same tiles would run tiles ``perWG`` apart at once.
+    """
+    prefix = f"{section} " if section else ""
+    size, name = ceildiv(g.size(tiles), workgroups), f"num{section}Rounds" if section else "tileRounds"
+    rounds = g.add_dimension(Linear(size, name=f"{prefix}tile round", param=name))
+    wg = g.add_dimension(Workgroup(workgroups, section=section, param="numWGs"))
+    g.add_edge(Tile(), inputs=[tiles], outputs=[rounds, wg])
+    per_wg = g.size(rounds) * g.size(k)
+    local = flatten_tiles(g, [rounds, k], f"{prefix}tiles of this WG", param)
     for_tile = g.add_dimension(ForLoop(per_wg, name="Tile", section=section, param=param))
     for_k = g.add_dimension(ForLoop(per_wg, name="K", section=section, param=param))
     g.add_edge(Split(strides=(1, 1)), inputs=[local], outputs=[for_tile, for_k])

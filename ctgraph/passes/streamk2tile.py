@@ -21,9 +21,9 @@ import numpy as np
 import sympy
 
 from ..dimensions import Linear
-from ..edges import Sunder
+from ..edges import Sunder, Tile
 from ..graph import CoordinateGraph
-from .common import PassOptions, distribute
+from .common import PassOptions, distribute, distribute_rounds
 from .streamk import _global_tiles
 
 __all__ = ["split_sk_dp", "streamk2tile", "sunder_sk_dp"]
@@ -65,10 +65,30 @@ def sunder_sk_dp(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
 
 
 def streamk2tile(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
-    """Distribute each Sunder partition over the workgroups: SK in even ranges, DP in whole tiles."""
+    """Distribute each Sunder partition over the workgroups: SK in even ranges, DP in whole tiles.
+
+    The DP part is seed 004's contiguous ranges (``tile = N_SK + perWG*wg + forTile + forK``), or, where
+    the tiles are in a raster order (``opts.raster`` above 1 and a group that divides the tile rows:
+    ``g.attrs["raster"] > 1``), whole tiles in rounds as the data-parallel transform hands them out::
+
+        Tile(DP; DP output tiles, K tiles)     DP = tile*Kt + k
+        then distribute_rounds                 tile = round*g + wg
+
+    so the g tiles that run at once are consecutive in the raster order and share what L2 holds (a
+    range of ``perWG`` tiles per workgroup runs tiles ``perWG`` apart at once: ``perWG`` times the rows
+    and columns of A and B).
+    """
     g = g.copy()
-    for section in ("SK", "DP"):
-        part = g.find(Linear, name=f"{section} tiles")
-        distribute(g, part, opts.workgroups, section=section, param=f"num{section}TilesPerWG")
+    part = g.find(Linear, name="SK tiles")
+    distribute(g, part, opts.workgroups, section="SK", param="numSKTilesPerWG")
+    part = g.find(Linear, name="DP tiles")
+    if g.attrs.get("raster", 1) > 1:
+        kt = g.find(Linear, name="K tiles")
+        tiles = g.add_dimension(Linear(g.size(part) // g.size(kt), name="DP output tiles", param="numDPTiles"))
+        k = g.add_dimension(Linear(g.size(kt), name="DP K tiles", param=g.dimension(kt).param))
+        g.add_edge(Tile(), inputs=[part], outputs=[tiles, k])
+        distribute_rounds(g, tiles, k, opts.workgroups, section="DP", param="numDPTilesPerWG")
+    else:
+        distribute(g, part, opts.workgroups, section="DP", param="numDPTilesPerWG")
     g.attrs["whole_tiles"] = frozenset({"DP"})  # N_DP is a multiple of g*Kt: whole tiles per workgroup
     return g

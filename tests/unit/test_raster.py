@@ -9,7 +9,7 @@ import pytest
 import ctgraph
 from ctgraph.dimensions import Linear
 from ctgraph.edges import Tile
-from ctgraph.passes import PIPELINES, TAKES_SPLIT
+from ctgraph.passes import PIPELINES, TAKES_SPLIT, split_sk_dp
 from ctgraph.passes.common import raster_group
 from ctgraph.policy import RASTER, raster_for, select
 from ctgraph.summary import summarize
@@ -54,6 +54,25 @@ def test_every_iteration_exactly_once(shape, transform, workgroups):
     mt, nt, kt = kern.problem.tiles
     seen = Counter(it for work in kern.schedule() for it in work)
     assert seen == Counter((m, n, k) for m in range(mt) for n in range(nt) for k in range(kt))
+
+
+@pytest.mark.parametrize("workgroups", [3, 7, 20])
+@pytest.mark.parametrize(("transform", "batches"), [("streamk2tile", None), ("streamk_hybrid", 1), ("streamk_hybrid", 3)])
+def test_data_parallel_tiles_run_in_rounds_of_neighbours(transform, batches, workgroups):
+    """Under a raster, the whole tiles after a schedule's Stream-K part go out in rounds (as in the
+    data-parallel transform): the i-th of every workgroup's are the next ``workgroups`` tiles of the walk."""
+    g = ctgraph.gemm(160, 192, 80, macro_tile=(16, 16, 8), dtype="float32")
+    kern = ctgraph.compile(g, transform, workgroups=workgroups, target="cpu", raster=4, sk_batches=batches)
+    mt, nt, kt = kern.problem.tiles
+    walk = grouped(mt, nt, kern.raster)
+    _, n_dp = split_sk_dp(mt * nt, kt, workgroups, batches or 2)
+    rounds = n_dp // kt // workgroups
+    assert rounds >= 1
+    for wg, work in enumerate(kern.schedule()):
+        tail = work[len(work) - rounds * kt :]
+        for i in range(rounds):
+            m, n = walk[len(walk) - rounds * workgroups + i * workgroups + wg]
+            assert tail[i * kt : (i + 1) * kt] == [(m, n, k) for k in range(kt)]
 
 
 def test_graph_carries_the_group_as_a_tile_edge():
