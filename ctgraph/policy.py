@@ -249,10 +249,12 @@ def raster_for(transform: str, m: int, n: int, k: int, dtype: str, l2_bytes: int
 
     Data-parallel workgroups take tiles round-robin (``tile = wg + i*g``), so each wave is g consecutive
     tiles: in row-major order a wave reads all of B once the grid spans a tile row, and grouping rows pays
-    when B cannot stay in the L2 between waves. The other transforms give each workgroup a contiguous
-    range of iterations, so the tiles running at once are spread over the whole order and grouping does
-    not bring them together: on the H100 it lost 3-12% of streamk2tile's speed on 10 of the 14 corpus
-    shapes whose operands exceed the L2, and 24% of the mma hybrid's at 8192^3 (docs/benchmarks.md).
+    when B cannot stay in the L2 between waves. The Stream-K part of the other transforms gives each
+    workgroup a contiguous range of iterations, so the tiles running at once are spread over the part and
+    grouping does not bring them together. Their data-parallel part goes out in rounds under a raster
+    (:func:`~ctgraph.passes.common.distribute_rounds`), which made grouping pay at 8192^3 (the wgmma
+    hybrid 466 -> 745 TFLOP/s on the H100), but on the tuned anchor and corpus shapes whose operands
+    exceed the L2 it still lost 1-7% on 5 of the 7 that run a Stream-K policy (docs/benchmarks.md).
     """
     itemsize = 2 if dtype == "float16" else 4
     return RASTER if transform in RASTERED and l2_bytes and (m + n) * k * itemsize > l2_bytes else 1
