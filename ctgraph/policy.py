@@ -252,9 +252,10 @@ def raster_for(transform: str, m: int, n: int, k: int, dtype: str, l2_bytes: int
     when B cannot stay in the L2 between waves. The Stream-K part of the other transforms gives each
     workgroup a contiguous range of iterations, so the tiles running at once are spread over the part and
     grouping does not bring them together. Their data-parallel part goes out in rounds under a raster
-    (:func:`~ctgraph.passes.common.distribute_rounds`), which made grouping pay at 8192^3 (the wgmma
-    hybrid 466 -> 745 TFLOP/s on the H100), but on the tuned anchor and corpus shapes whose operands
-    exceed the L2 it still lost 1-7% on 5 of the 7 that run a Stream-K policy (docs/benchmarks.md).
+    (:func:`~ctgraph.passes.common.distribute_rounds`), and at 8192^3 grouping then pays (on the H100 the
+    mma.sync hybrid ran 414-418 TFLOP/s in contiguous ranges and 456 in rounds, the wgmma one 466
+    ungrouped and 745 grouped), but on the tuned anchor and corpus shapes whose operands exceed the L2
+    it lost 1-7% on 5 of the 9 that run a Stream-K policy and gained 2-7% on 2 (docs/benchmarks.md).
     """
     itemsize = 2 if dtype == "float16" else 4
     return RASTER if transform in RASTERED and l2_bytes and (m + n) * k * itemsize > l2_bytes else 1

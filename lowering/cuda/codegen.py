@@ -43,13 +43,13 @@ SPIN_LIMIT = 1 << 24  # polls of a fixup flag before the kernel traps: an error 
 def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
     """Tile constants of the kernel; ``ValueError`` when the macro tile does not fit the instruction set."""
     bm, bn, bk = macro_tile
-    opts = opts.for_tile(macro_tile, dtype)
-    t = opts.threads
+    warps, stages = opts.mma_shape(macro_tile, dtype)
+    t = 32 * warps
     if dtype == "float16":
-        grid = warp_grid(bm, bn, opts.warps)
+        grid = warp_grid(bm, bn, warps)
         if grid is None or bk % 16:
             raise ValueError(
-                f"macro_tile {macro_tile} does not fit the fp16 mma path with {opts.warps} warps: it needs a "
+                f"macro_tile {macro_tile} does not fit the fp16 mma path with {warps} warps: it needs a "
                 f"WM x WN grid of the warps with BM a multiple of 16*WM and BN of 16*WN, and BK a multiple of 16"
             )
         wm, wn = grid
@@ -65,18 +65,18 @@ def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> d
             "MI": mi,
             "NI": ni,
             "NACC": mi * ni * 4,
-            "STAGES": opts.stages,
+            "STAGES": stages,
             "A_STAGE": bm * bk,
             "B_STAGE": bk * bn,
-            "SMEM_BYTES": opts.stages * (bm * bk + bk * bn) * 2,
+            "SMEM_BYTES": stages * (bm * bk + bk * bn) * 2,
         }
     ty = t // 16  # fp32 FMA path: a 16 x (threads/16) thread grid, each thread a strided TM x TN block
     if bm % ty or bn % 16:
         raise ValueError(
-            f"the fp32 FMA path with {opts.warps} warps needs BM a multiple of {ty} and BN of 16, "
+            f"the fp32 FMA path with {warps} warps needs BM a multiple of {ty} and BN of 16, "
             f"got macro_tile {macro_tile}"
         )
-    stages = min(opts.stages, 2)  # element loads are synchronous: a deeper pipeline buys nothing
+    stages = min(stages, 2)  # element loads are synchronous: a deeper pipeline buys nothing
     # NOTE: A rows are padded by one float so the column reads of the FMA loop avoid bank conflicts.
     return {
         "BM": bm,

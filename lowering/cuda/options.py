@@ -77,11 +77,16 @@ class CudaOptions:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 
     def for_tile(self, macro_tile: tuple[int, int, int], dtype: str) -> CudaOptions:
-        """These options with the mma path's ``warps`` and ``stages`` chosen for ``macro_tile`` where ``None``.
+        """These options with the mma path's ``warps`` and ``stages`` of :meth:`mma_shape`."""
+        warps, stages = self.mma_shape(macro_tile, dtype)
+        return replace(self, warps=warps, stages=stages)
+
+    def mma_shape(self, macro_tile: tuple[int, int, int], dtype: str) -> tuple[int, int]:
+        """The mma path's ``(warps, stages)`` for ``macro_tile``: these options' where given, else chosen.
 
         ``warps``: fp16 takes 4 warps up to 128 x 128 (four 64 x 64 warp tiles) and 8 beyond, fewer where no
         warp grid divides the tile (:func:`warp_grid`): 4 for 128 x 128 (two CTAs per SM on the
-        H100), 8 for 256 x 128 and 128 x 256 (one CTA per SM; same warp tile, half the L2 reads per flop:
+        H100), 8 for 256 x 128 and 128 x 256 (one CTA per SM; same warp tile, a quarter fewer L2 reads per flop:
         450-480 TFLOP/s at 4096^3 and 8192^3 on the H100, docs/benchmarks.md). fp32 (the FMA path) takes 4.
 
         ``stages``: a ring of 3 with up to 4 warps, 4 with more, and fewer (at least 2) where the ring of one
@@ -99,10 +104,4 @@ class CudaOptions:
             ctas = 2 if warps <= 4 else 1
             ring = (bm * bk + bk * bn) * (2 if dtype == "float16" else 4)
             stages = max(2, min(3 if warps <= 4 else 4, SMEM_PER_CTA.get(self.arch, 99 << 10) // ctas // ring))
-        return replace(self, warps=warps, stages=stages)
-
-    @property
-    def threads(self) -> int:
-        if self.warps is None:
-            raise ValueError("warps is chosen for the macro tile: call for_tile first")
-        return 32 * self.warps
+        return warps, stages

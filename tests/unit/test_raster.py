@@ -57,7 +57,9 @@ def test_every_iteration_exactly_once(shape, transform, workgroups):
 
 
 @pytest.mark.parametrize("workgroups", [3, 7, 20])
-@pytest.mark.parametrize(("transform", "batches"), [("streamk2tile", None), ("streamk_hybrid", 1), ("streamk_hybrid", 3)])
+@pytest.mark.parametrize(
+    ("transform", "batches"), [("streamk2tile", None), ("streamk_hybrid", 1), ("streamk_hybrid", 3)]
+)
 def test_data_parallel_tiles_run_in_rounds_of_neighbours(transform, batches, workgroups):
     """Under a raster, the whole tiles after a schedule's Stream-K part go out in rounds (as in the
     data-parallel transform): the i-th of every workgroup's are the next ``workgroups`` tiles of the walk."""
