@@ -618,13 +618,17 @@ class _Codegen:
             self.w(f"if (tid_ == 0) st_relaxed({self._flag(node.flag)}, 0u);  // reset for the next launch")
 
     def _Wait(self, tag: int, node: C.Wait) -> None:
-        self.templates.add("ld_acquire")
         self.w.open("if (tid_ == 0)")
+        self._spin(node)
+        self.w.close()
+        self.w(self.sync)
+
+    def _spin(self, node: C.Wait) -> None:
+        """Poll the flag with acquire loads until it holds the value; trap after ``SPIN_LIMIT`` polls."""
+        self.templates.add("ld_acquire")
         self.w(f"unsigned spins_ = 0, limit_ = {SPIN_LIMIT}u;")
         self.w(f"while (ld_acquire({self._flag(node.flag)}) != {node.value}u)")
         self.w("    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang")
-        self.w.close()
-        self.w(self.sync)
 
     def _acc_coords(self) -> tuple[str, str]:
         """Tile row and column of accumulator element ``e_`` of this thread."""

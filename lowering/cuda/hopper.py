@@ -149,6 +149,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     barriers = 16 * MAX_STAGES
     staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
     stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stage)
+    fix_a, fix_b = (cta_m * bk * 2 // (4 * 128 * consumers), bk * cta_n * 2 // (4 * 128 * consumers))
     return {
         "BM": bm,
         "BN": bn,
@@ -173,6 +174,11 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "SWIZZLE": swizzle_bytes(bk),
         "PRODUCER_REGS": producer_regs,
         "CONSUMER_REGS": consumer_regs,
+        # a partial tile through the ring: each stage's A and B regions hold FIX_EA and FIX_EB of every consumer
+        # thread's accumulators (thread-major, as in the workspace), FIX_CHUNKS stages the whole partial
+        "FIX_EA": fix_a,
+        "FIX_EB": fix_b,
+        "FIX_CHUNKS": -(-(cta_n // 2) // (fix_a + fix_b)),
         "D_STAGE": 64 * 64,  # halves of one staged D box (64 rows x 64 columns)
         "D_BUFFERS": D_BUFFERS,
         "SMEM_BYTES": 1024 + stages * stage + staging + barriers,  # + slack to align the ring to 1024 bytes
@@ -286,18 +292,21 @@ class HopperCodegen(_Codegen):
         decls = [f"{'    ' * w.depth}int {s.name} = 0;" for s in sorted(self._variables(), key=lambda s: s.name)]
         w.lines[start:start] = [d for d in decls if d.split()[1] in used]
 
-    # --- the producer prints only what leads to a tile load -----------------------------------------
+    # --- the producer prints only what leads to the ring: tile loads and partials to add ---------------
 
     def _loads_below(self, tag: int) -> bool:
         return any(isinstance(self.cg[t], C.LoadTile) for t, _ in self.cg.walk(tag))
 
+    def _feeds_ring(self, tag: int) -> bool:
+        return any(isinstance(self.cg[t], C.LoadTile | C.AccumulatePartial) for t, _ in self.cg.walk(tag))
+
     def _ForLoop(self, tag: int, node: C.ForLoop) -> None:
-        if self.role == "producer" and not self._loads_below(tag):
+        if self.role == "producer" and not self._feeds_ring(tag):
             return
         super()._ForLoop(tag, node)
 
     def _If(self, tag: int, node: C.If) -> None:
-        if self.role == "producer" and not self._loads_below(tag):
+        if self.role == "producer" and not self._feeds_ring(tag):
             return
         super()._If(tag, node)
 
@@ -307,7 +316,8 @@ class HopperCodegen(_Codegen):
         super()._Assign(tag, node)
 
     def _producer_needs(self) -> set[sympy.Symbol]:
-        """Symbols the producer's loops and box origins depend on (transitively through assignments)."""
+        """Symbols the producer's loops, box origins and partials' slots and flags depend on (transitively
+        through assignments)."""
         if not hasattr(self, "_needs"):
             nodes = [self.cg[t] for t, _ in self.cg.walk(self.tag)]
             needs: set[sympy.Symbol] = set()
@@ -315,7 +325,11 @@ class HopperCodegen(_Codegen):
                 node = self.cg[t]
                 if isinstance(node, C.LoadTile):
                     needs |= set().union(*(sympy.sympify(e).free_symbols for e in node.origin))
-                elif isinstance(node, C.ForLoop | C.If) and self._loads_below(t):
+                elif isinstance(node, C.AccumulatePartial):
+                    needs |= sympy.sympify(node.slot).free_symbols
+                elif isinstance(node, C.Wait | C.Signal):
+                    needs |= sympy.sympify(node.flag).free_symbols
+                elif isinstance(node, C.ForLoop | C.If) and self._feeds_ring(t):
                     exprs = [node.condition] if isinstance(node, C.If) else [node.init, node.condition, node.increment]
                     needs |= set().union(*(sympy.sympify(e).free_symbols for e in exprs))
             assigns = [n for n in nodes if isinstance(n, C.Assign)]
@@ -339,7 +353,82 @@ class HopperCodegen(_Codegen):
         if self.role == "consumer":
             getattr(super(), f"_{type(node).__name__}")(tag, node)
 
-    _ZeroAccumulator = _StorePartial = _AccumulatePartial = _Signal = _Wait = _consumer_only
+    _ZeroAccumulator = _StorePartial = _consumer_only
+
+    # --- the fixup: another workgroup's partial comes to the consumers through the ring ----------------
+    #
+    # NOTE: ``acc += workspace`` from registers is bound by latency: the accumulators leave a thread ~30 free
+    # registers, so a 128 x 256 CTA had ~30 KB in flight and took ~9 us per 128 KB partial on the H100
+    # (.gpu probe, 4096^3). The producer instead copies the partial into FIX_CHUNKS ring stages with bulk
+    # copies (no registers hold them), right after the tile's last K boxes, so it lands under the mainloop.
+
+    def _Wait(self, tag: int, node: C.Wait) -> None:
+        if not self._loads_below(self.tag):  # no ring (split-K's reduction kernel): the consumers poll
+            self._consumer_only(tag, node)
+        elif self.role == "producer":
+            self.templates.add("fence_proxy_async_global")
+            self.w.open("")
+            self._spin(node)
+            self.w.close()
+            self.w("fence_proxy_async_global();  // the partial it released is read by the bulk copies")
+        # the consumers wait for the partial's stages to land
+
+    def _Signal(self, tag: int, node: C.Signal) -> None:
+        if node.value or not self._loads_below(self.tag):
+            self._consumer_only(tag, node)
+        elif self.role == "producer":  # the reset: the flag has been seen by the one who waits on it
+            self.templates.add("st_relaxed")
+            self.w(f"st_relaxed({self._flag(node.flag)}, 0u);  // reset for the next launch")
+
+    def _AccumulatePartial(self, tag: int, node: C.AccumulatePartial) -> None:
+        if not self._loads_below(self.tag):
+            self._consumer_only(tag, node)
+        elif self.role == "producer":
+            self._produce_partial(node)
+        else:
+            self._consume_partial(node)
+
+    def _produce_partial(self, node: C.AccumulatePartial) -> None:
+        """Copy the partial, ``THREADS x NACC`` floats thread-major, into the next FIX_CHUNKS ring stages:
+        accumulators ``[c*(FIX_EA+FIX_EB), +FIX_EA)`` into stage ``c``'s A region, the next FIX_EB into B's."""
+        w = self.w
+        self.templates |= {"mbar_wait", "mbar_expect_tx", "bulk_load"}
+        w.open("")
+        w(f"const float* ws_ = {self._slot(node.slot)};")
+        w("#pragma unroll 1")
+        w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_)")
+        w("const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;")
+        w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
+        w("const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);")
+        w("const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));")
+        w("mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);")
+        w("bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);")
+        w.open("if (eb_ > 0)")
+        w("bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);")
+        w.close()
+        w.close()
+        w.close()
+
+    def _consume_partial(self, node: C.AccumulatePartial) -> None:
+        """``acc += partial`` from the FIX_CHUNKS ring stages the producer fills; each warpgroup releases a
+        stage once all its threads have read it."""
+        w = self.w
+        self.templates |= {"mbar_wait", "ld_shared_f32"}
+        w.open("")
+        w("#pragma unroll")
+        w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_)")
+        w("const unsigned s_ = it_ % STAGES;")
+        w("mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed")
+        w("#pragma unroll")
+        w.open("for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; ++e_)")
+        w("const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + tid_) * 4")
+        w("                                 : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + tid_) * 4;")
+        w("acc[c_ * (FIX_EA + FIX_EB) + e_] += ld_shared_f32(at_);")
+        w.close()
+        w("bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage")
+        w(self._release("empty_ + 8 * s_"))
+        w.close()
+        w.close()
 
     def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
         if self.role != "consumer":
@@ -491,22 +580,20 @@ class HopperCodegen(_Codegen):
         w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {self.cxx(bc)} + cta_ * CTA_N + 64 * c_, {self.cxx(br)});")
         w.close()
 
-    def _consume(self, fk: sympy.Symbol) -> None:
-        w, bn = self.w, self.L["CTA_N"]
+    def _release(self, bar: str) -> str:
+        """One thread per consumer warpgroup arrives on stage barrier ``bar``; in a cluster every producer writes
+        the stage, so it is released in every CTA."""
         if self.L["CLUSTER"] == 1:
             self.templates.add("mbar_arrive")
+            return f"if ((tid_ & 127) == 0) mbar_arrive({bar});"
+        self.templates.add("mbar_arrive_cluster")
+        return f"if ((tid_ & 127) == 0) for (unsigned q_ = 0; q_ < CLUSTER; ++q_) mbar_arrive_cluster({bar}, q_);"
+
+    def _consume(self, fk: sympy.Symbol) -> None:
+        w, bn = self.w, self.L["CTA_N"]
         self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", f"wgmma_n{bn}"}
         w("const unsigned rows_ = (tid_ >> 7) * 64 * BK * 2;  // this warpgroup's 64 rows of the A stage")
-        empty = "empty_ + 8 * ((it_ + STAGES - 1) % STAGES)"
-        if self.L["CLUSTER"] > 1:  # every producer of the cluster writes the stage: release it in every CTA
-            self.templates.add("mbar_arrive_cluster")
-            release = f"release_({empty});"
-            w("const auto release_ = [&](unsigned bar) {")
-            w("    if ((tid_ & 127) == 0)")
-            w("        for (unsigned q_ = 0; q_ < CLUSTER; ++q_) mbar_arrive_cluster(bar, q_);")
-            w("};")
-        else:
-            release = f"if ((tid_ & 127) == 0) mbar_arrive({empty});"
+        release = self._release("empty_ + 8 * ((it_ + STAGES - 1) % STAGES)")
         w("#pragma unroll 1")
         w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name}, ++it_)")
         w("const unsigned s_ = it_ % STAGES;")

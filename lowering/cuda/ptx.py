@@ -135,6 +135,25 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* 
                  "[%0], [%1, {%3, %4}], [%2], %5;\\n"
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
 }""",
+    # bulk copy (TMA, no tensor map): `bytes` contiguous bytes of global memory into shared memory; completes
+    # on `bar` (sizes and addresses multiples of 16)
+    "bulk_load": """
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\\n"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}""",
+    # what this thread has acquired through the generic proxy (another CTA's partial) is visible to the
+    # async proxy (its bulk copies) from here on
+    "fence_proxy_async_global": """
+__device__ __forceinline__ void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;\\n" ::: "memory");
+}""",
+    "ld_shared_f32": """
+__device__ __forceinline__ float ld_shared_f32(unsigned addr) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\\n" : "=f"(v) : "r"(addr));
+    return v;
+}""",
     # TMA store: the box at shared address `src` to (c0 = column, c1 = row) of the tensor map; the parts of
     # the box outside the tensor are not written. One bulk group per commit; completion is per thread.
     "tma_store_2d": """

@@ -23,6 +23,9 @@ constexpr int STAGE_BYTES = 8192;
 constexpr int SWIZZLE = 64;
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 256;
+constexpr int FIX_EA = 8;
+constexpr int FIX_EB = 8;
+constexpr int FIX_CHUNKS = 2;
 constexpr int D_STAGE = 4096;
 constexpr int D_BUFFERS = 2;
 // a kernel parameter that index expressions divide by: its value and the multiply-shift that divides by it
@@ -81,6 +84,18 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsig
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%3, %4}], [%2];\n"
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+__device__ __forceinline__ float ld_shared_f32(unsigned addr) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+    return v;
 }
 __device__ __forceinline__ void tma_store_2d(const void* map, unsigned src, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
@@ -161,15 +176,19 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             unsigned it_ = 0;  // ring position: the producer's and consumers' iterations match one for one
+            int child_sk = 0;
             int forK_dp = 0;
             int forK_sk = 0;
             int forTile_dp = 0;
             int forTile_sk = 0;
+            int kStart = 0;
+            int level_sk = 0;
             int m = 0;
             int n = 0;
             for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
                 m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
                 n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
+                kStart = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);
                  {
                     forK_sk = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
                      {
@@ -209,6 +228,62 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         for (int c_ = 0; c_ < BN / 64; ++c_) {
                             const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;
                             tma_load_2d(dst_, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k + cta_ * (BK / CLUSTER));
+                        }
+                    }
+                }
+                if (kStart != 0) {
+                    for (child_sk = wg + 1; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += child_sk - wg) {
+                         {
+                            unsigned spins_ = 0, limit_ = 16777216u;
+                            while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
+                                if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                        }
+                        fence_proxy_async_global();  // the partial it released is read by the bulk copies
+                         {
+                            const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
+                            #pragma unroll 1
+                            for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
+                                const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
+                                if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                                const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
+                                const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
+                                mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
+                                bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);
+                                if (eb_ > 0) {
+                                    bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);
+                                }
+                            }
+                        }
+                        st_relaxed(flags + (child_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
+                    }
+                }
+                if (kStart == 0) {
+                    if (forK_sk < numTilesK) {
+                        for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM || (wg % (2*level_sk)) >= level_sk) && level_sk < numWGs; level_sk += level_sk) {
+                            if ((wg % (2*level_sk)) < level_sk) {
+                                 {
+                                    unsigned spins_ = 0, limit_ = 16777216u;
+                                    while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
+                                        if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                                }
+                                fence_proxy_async_global();  // the partial it released is read by the bulk copies
+                                 {
+                                    const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN) + cta_ * (THREADS * NACC);
+                                    #pragma unroll 1
+                                    for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
+                                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
+                                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                                        const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
+                                        const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
+                                        mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
+                                        bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);
+                                        if (eb_ > 0) {
+                                            bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);
+                                        }
+                                    }
+                                }
+                                st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_, 0u);  // reset for the next launch
+                            }
                         }
                     }
                 }
@@ -318,18 +393,21 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             }
             if (kStart != 0) {
                 for (child_sk = wg + 1; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += child_sk - wg) {
-                    if (tid_ == 0) {
-                        unsigned spins_ = 0, limit_ = 16777216u;
-                        while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
-                            if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
-                    }
-                    bar_sync(1, THREADS);
                      {
-                        const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
                         #pragma unroll
-                        for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                        for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
+                            const unsigned s_ = it_ % STAGES;
+                            mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
+                            #pragma unroll
+                            for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; ++e_) {
+                                const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + tid_) * 4
+                                                                 : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + tid_) * 4;
+                                acc[c_ * (FIX_EA + FIX_EB) + e_] += ld_shared_f32(at_);
+                            }
+                            bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage
+                            if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * s_);
+                        }
                     }
-                    if (tid_ == 0) st_relaxed(flags + (child_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
                 }
                  {
                     float* ws_ = workspace + (size_t)(wg) * (BM * BN) + cta_ * (THREADS * NACC);
@@ -343,18 +421,21 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (forK_sk < numTilesK) {
                     for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM || (wg % (2*level_sk)) >= level_sk) && level_sk < numWGs; level_sk += level_sk) {
                         if ((wg % (2*level_sk)) < level_sk) {
-                            if (tid_ == 0) {
-                                unsigned spins_ = 0, limit_ = 16777216u;
-                                while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
-                                    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
-                            }
-                            bar_sync(1, THREADS);
                              {
-                                const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN) + cta_ * (THREADS * NACC);
                                 #pragma unroll
-                                for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                                for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
+                                    const unsigned s_ = it_ % STAGES;
+                                    mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
+                                    #pragma unroll
+                                    for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; ++e_) {
+                                        const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + tid_) * 4
+                                                                         : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + tid_) * 4;
+                                        acc[c_ * (FIX_EA + FIX_EB) + e_] += ld_shared_f32(at_);
+                                    }
+                                    bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage
+                                    if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * s_);
+                                }
                             }
-                            if (tid_ == 0) st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_, 0u);  // reset for the next launch
                         }
                     }
                 }
