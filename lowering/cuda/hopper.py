@@ -5,14 +5,17 @@ kernel, once per role:
 
 - **producer** (warpgroup 0, one thread, ``setmaxnreg.dec``): runs the workgroup's loops and, for each K
   iteration, waits until ring stage ``s`` is free, arms ``full[s]`` with the stage's byte count and
-  issues the TMA box copies of the A and B tiles. It skips the fixup and the epilogue, so it runs ahead
-  into the next tile while the consumers finish the last one. A K loop the control graph shows to run at
-  least once (:meth:`ctgraph.control.ControlGraph.enters`) gets its first boxes before its trip count.
+  issues the TMA box copies of the A and B tiles. Of the fixup it runs only the receiving side: it waits on
+  another workgroup's flag and bulk-copies that partial into the next ring stages. It skips the epilogue,
+  so it runs ahead into the next tile while the consumers finish the last one. A K loop the control graph
+  shows to run at least once (:meth:`ctgraph.control.ControlGraph.enters`) gets its first boxes before its
+  trip count.
 - **consumers** (``CONSUMERS`` warpgroups, ``setmaxnreg.inc``): run the same loops; for each K iteration
   they wait on ``full[s]``, issue ``BK/16`` ``wgmma.m64nBNk16`` (warpgroup ``c`` owns rows
   ``64c .. 64c+63`` of the tile), and release the stage of the *previous* iteration on ``empty[s]``
   once its wgmma group has retired (one group stays in flight). The fixup is the control graph's,
-  with a named barrier over the consumer threads instead of ``__syncthreads``; the epilogue stages D
+  with a named barrier over the consumer threads instead of ``__syncthreads``, and partials to add read
+  from the ring stages the producer filled (:meth:`HopperCodegen._consume_partial`); the epilogue stages D
   in shared memory and stores it with TMA (:meth:`HopperCodegen._epilogue_tma`), so the store of one
   tile runs on under the next tile's mainloop.
 
