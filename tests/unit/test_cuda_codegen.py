@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import ctgraph
-from lowering.cuda.hopper import accumulator_budget, launch_registers, register_split
+from lowering.cuda.hopper import accumulator_budget, hopper_layout, launch_registers, register_split
 from lowering.cuda.nvcc import check_cubin, nvcc_available
+from lowering.cuda.options import CudaOptions
 from tests.golden.regenerate import seed_cuda_source, seed_hopper_source
 
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -184,6 +185,29 @@ def test_hopper_producer_loads_iteration_0_before_the_trip_count(transform):
     for section in producer.split("iteration 0 goes out before the trip count")[1:]:
         assert section.index("tma_load_2d") < section.index("// K loop: trip count") < section.index("= 1; forK")
     assert "goes out before the trip count" not in consumers
+
+
+@pytest.mark.parametrize("transform", ["streamk", "streamk2tile", "streamk_hybrid", "splitk"])
+def test_hopper_partials_reach_the_consumers_through_the_ring(transform):
+    """The producer waits on a sender's flag and bulk-copies its partial into ring stages; the consumers add
+    it from shared memory and never poll a flag, though they still store and release their own."""
+    src = cuda_kernel(
+        transform, tile=(128, 256, 64), workgroups=1024, mainloop="wgmma", **SPLITS.get(transform, {})
+    ).source
+    producer, consumers = src.split("setmaxnreg_dec<PRODUCER_REGS>();")[1].split("setmaxnreg_inc<CONSUMER_REGS>();")
+    wait = producer.index("ld_acquire(flags")
+    assert wait < producer.index("fence_proxy_async_global();") < producer.index("bulk_load(", wait)
+    assert "st_relaxed(flags" in producer and "+= ws_[" not in consumers
+    assert "ld_acquire" not in consumers and "ld_shared_f32" in consumers and "red_release_add" in consumers
+
+
+@pytest.mark.parametrize("tile", [(64, 64, 32), (128, 256, 64), (256, 128, 32), (192, 192, 64), (512, 256, 64)])
+def test_hopper_partial_fits_its_ring_stages(tile):
+    """FIX_CHUNKS stages hold every accumulator of every consumer thread, each region within its stage."""
+    L = hopper_layout(tile, "float16", CudaOptions(mainloop="wgmma"))
+    assert L["FIX_EA"] * L["THREADS"] * 4 <= L["A_STAGE"] * 2 and L["FIX_EB"] * L["THREADS"] * 4 <= L["B_STAGE"] * 2
+    per_stage = L["FIX_EA"] + L["FIX_EB"]
+    assert (L["FIX_CHUNKS"] - 1) * per_stage < L["NACC"] <= L["FIX_CHUNKS"] * per_stage
 
 
 def test_hopper_epilogue_reads_c_only_when_beta_is_not_zero():
