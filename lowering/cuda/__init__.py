@@ -252,7 +252,7 @@ class CudaProgram:
         """TMA descriptors of A (boxes of one CTA's rows x BK), B (boxes of BK/CLUSTER k-rows x 64 columns:
         one 128-byte swizzle span; each CTA of a cluster loads its share of the k-rows for all of them; with
         ``multicast="a"``, A's boxes are a 1/CLUSTER share of its rows and B's are whole BK) and
-        D (boxes of one warpgroup's 64 rows x 64 columns, stored from shared memory)."""
+        D (boxes of D_ROWS rows x 64 columns, stored from shared memory)."""
         from .driver import tensor_map
 
         p, lay = self.kernel.problem, self.layout_of("wgmma")
@@ -261,7 +261,7 @@ class CudaProgram:
         return [
             tensor_map(a, p.m, p.k, a_rows, bk, swizzle_bytes(bk)),
             tensor_map(b, p.k, p.n, b_rows, 64, 128),
-            tensor_map(d, p.m, p.n, 64, 64, 128),
+            tensor_map(d, p.m, p.n, lay["D_ROWS"], 64, 128),
         ]
 
 

@@ -56,7 +56,7 @@ from ctgraph import control as C
 
 from .codegen import _Codegen
 from .options import CLUSTERS, CudaOptions
-from .ptx import WGMMA_N, render
+from .ptx import WGMMA_N, WGMMA_SWAP_N, render
 
 __all__ = [
     "HopperCodegen",
@@ -131,27 +131,22 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     cluster = opts.cluster
     split_n = opts.multicast == "a" and cluster > 1  # CTAs split the columns and share A, else the rows and B
     cta_m, cta_n = (bm, bn // cluster) if split_n else (bm // cluster, bn)
-    consumers = cta_m // 64
-    fits = dtype == "float16" and cta_m % 64 == 0 and 1 <= consumers <= 4 and cta_n in WGMMA_N
-    fits = fits and (bn if split_n else bm) % cluster == 0
-    fits = fits and bk in (32, 64) and cta_n // 2 + SPARE_REGS <= accumulator_budget(max(consumers, 1))
+    swap = cta_m % 64 != 0 if opts.swap is None else opts.swap
+    # wgmma's 64-row side (a warpgroup each) and its N side: (m, n), or (n, m) when swapped
+    side_m, side_n = (cta_n, cta_m) if swap else (cta_m, cta_n)
+    consumers = side_m // 64
+    fits = dtype == "float16" and side_m % 64 == 0 and 1 <= consumers <= 4 and bk in (32, 64)
+    fits = fits and side_n in (WGMMA_SWAP_N if swap else WGMMA_N) and (bn if split_n else bm) % cluster == 0
+    fits = fits and (not split_n or bm // cluster % 8 == 0)  # each CTA's share of A's rows: whole swizzle atoms
+    fits = fits and side_n // 2 + SPARE_REGS <= accumulator_budget(max(consumers, 1))
     if not fits:
-        m_of, n_of = (1, cluster) if split_n else (cluster, 1)
-        allowed = ", ".join(
-            f"{64 * c * m_of}: BN<={n_of * max(n for n in WGMMA_N if n // 2 + SPARE_REGS <= accumulator_budget(c))}"
-            for c in range(1, 5)
-        )
-        raise ValueError(
-            f"the wgmma mainloop takes float16 with BM in {tuple(64 * c * m_of for c in range(1, 5))} "
-            f"(cluster={cluster}, multicast={opts.multicast!r}), BN in {tuple(n * n_of for n in WGMMA_N)} and "
-            f"BK in (32, 64), with accumulators that fit the registers (BM={allowed}); got macro_tile "
-            f"{macro_tile}, {dtype}"
-        )
+        raise ValueError(_misfit(macro_tile, dtype, cluster, opts.multicast, split_n, swap))
     producer_regs, consumer_regs = register_split(consumers)
     stage = (cta_m * bk + bk * cta_n) * 2  # per CTA: its tile's rows of A and columns of B, a share loaded by itself
+    a_stage = -(-cta_m * bk // 512) * 512  # A's region rounded up to 1024 bytes: B's swizzle atoms stay aligned
     barriers = 16 * MAX_STAGES
     staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
-    stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stage)
+    stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // (a_stage * 2 + bk * cta_n * 2))
     fix_a, fix_b = (cta_m * bk * 2 // (4 * 128 * consumers), bk * cta_n * 2 // (4 * 128 * consumers))
     return {
         "BM": bm,
@@ -161,6 +156,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "CTA_M": cta_m,
         "CTA_N": cta_n,
         "SPLIT_N": int(split_n),
+        "SWAP": int(swap),
         "CONSUMERS": consumers,
         "THREADS": 128 * consumers,  # one CTA's math threads: fixup, epilogue, the partials' layout
         "BLOCK": 128 * (consumers + 1),  # + the producer warpgroup
@@ -169,9 +165,9 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "WM": bm // 16,
         "WN": cluster if split_n else 1,
         "NI": cta_n // 8,
-        "NACC": cta_n // 2,
+        "NACC": side_n // 2,
         "STAGES": stages,
-        "A_STAGE": cta_m * bk,
+        "A_STAGE": a_stage,
         "B_STAGE": bk * cta_n,
         "STAGE_BYTES": stage,
         "SWIZZLE": swizzle_bytes(bk),
@@ -181,11 +177,40 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         # thread's accumulators (thread-major, as in the workspace), FIX_CHUNKS stages the whole partial
         "FIX_EA": fix_a,
         "FIX_EB": fix_b,
-        "FIX_CHUNKS": -(-(cta_n // 2) // (fix_a + fix_b)),
-        "D_STAGE": 64 * 64,  # halves of one staged D box (64 rows x 64 columns)
+        "FIX_CHUNKS": -(-(side_n // 2) // (fix_a + fix_b)),
+        # a staged D box: 64 columns x D_ROWS rows (swapped: the most, up to 64, that divide a CTA's rows)
+        "D_ROWS": max(r for r in range(8, 65, 8) if cta_m % r == 0),
+        "D_STAGE": 64 * 64,  # halves of one staging buffer
         "D_BUFFERS": D_BUFFERS,
-        "SMEM_BYTES": 1024 + stages * stage + staging + barriers,  # + slack to align the ring to 1024 bytes
+        "SMEM_BYTES": 1024
+        + stages * (a_stage * 2 + bk * cta_n * 2)
+        + staging
+        + barriers,  # + slack to align the ring to 1024 bytes
     }
+
+
+def _misfit(
+    macro_tile: tuple[int, int, int], dtype: str, cluster: int, multicast: str, split_n: bool, swap: bool
+) -> str:
+    """Why ``macro_tile`` does not fit the wgmma kernel: the tiles it takes on these options."""
+    m_of, n_of = (1, cluster) if split_n else (cluster, 1)
+    if swap:  # BN: 64 columns per consumer warpgroup; BM: wgmma's N side
+        rows = f"BM a multiple of {8 * m_of}"
+        cols = f"BN in {tuple(64 * c * n_of for c in range(1, 5))}"
+        sizes = [(f"BN={64 * c * n_of}", "BM", m_of, WGMMA_SWAP_N, c) for c in range(1, 5)]
+    else:
+        rows = f"BM in {tuple(64 * c * m_of for c in range(1, 5))}"
+        cols = f"BN in {tuple(n * n_of for n in WGMMA_N)}"
+        sizes = [(f"BM={64 * c * m_of}", "BN", n_of, WGMMA_N, c) for c in range(1, 5)]
+    fit = ", ".join(
+        f"{tile}: {side}<={scale * max(n for n in ns if n // 2 + SPARE_REGS <= accumulator_budget(c))}"
+        for tile, side, scale, ns, c in sizes
+    )
+    return (
+        f"the wgmma mainloop takes float16 with {rows} (cluster={cluster}, multicast={multicast!r}, swap={swap}), "
+        f"{cols} and BK in (32, 64), with accumulators that fit the registers ({fit}); got macro_tile "
+        f"{macro_tile}, {dtype}"
+    )
 
 
 class HopperCodegen(_Codegen):
@@ -405,7 +430,8 @@ class HopperCodegen(_Codegen):
         w("const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);")
         w("const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));")
         w("mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);")
-        w("bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);")
+        if self.L["FIX_EA"]:
+            w("bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);")
         w.open("if (eb_ > 0)")
         w("bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);")
         w.close()
@@ -437,44 +463,64 @@ class HopperCodegen(_Codegen):
         if self.role != "consumer":
             return
         if not self._loads_below(self.tag):  # a kernel without a ring (split-K's reduction) stores from registers
-            super()._Epilogue(tag, node)
+            if self.L["SWAP"]:  # element pairs (e, e+1) lie along a column: no half2 stores
+                self._epilogue_scalar(node, *self._acc_coords())
+            else:
+                super()._Epilogue(tag, node)
             return
         self._epilogue_tma(node)
 
+    def _acc_coords(self) -> tuple[str, str]:
+        """Tile row and column of accumulator element ``e_``; swapped, the fragment is D^T's: warp ``w`` of the
+        consumers holds columns ``16w + lane/4`` (``+8`` for ``e & 2``) and elements ``(e, e+1)`` two adjacent
+        rows ``8*(e/4) + 2*(lane%4)``."""
+        if not self.L["SWAP"]:
+            return super()._acc_coords()
+        m0, n0 = ("", "cta_ * CTA_N + ") if self.L["SPLIT_N"] else ("cta_ * CTA_M + ", "")
+        row = f"{m0}(e_ / 4) * 8 + (lane_ & 3) * 2 + (e_ & 1)"
+        col = f"{n0}(tid_ >> 5) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0)"
+        return row, col
+
     def _epilogue_tma(self, node: C.Epilogue) -> None:
-        """``D = alpha*acc + beta*C`` through shared memory: each consumer warpgroup writes its 64 rows as
-        fp16 into 64 x 64 boxes laid out as TMA's 128-byte swizzle (16-byte unit ``u`` of row ``r`` at unit
-        ``u ^ (r % 8)``: a warp's 8 rows hit distinct banks), and one thread stores each box with TMA, which
-        clips it at D's edges, so partial tiles need no masks. The store runs on while the warpgroup goes on
-        to the next box (two buffers) and the next tile's mainloop."""
+        """``D = alpha*acc + beta*C`` through shared memory: each consumer warpgroup writes its 64 rows (swapped:
+        its 64 columns, :meth:`_stage_box_swapped`) as fp16 into 64 x 64 (swapped: D_ROWS x 64) boxes laid out
+        as TMA's 128-byte swizzle (16-byte unit ``u`` of row ``r`` at unit ``u ^ (r % 8)``: a warp's 8 rows hit
+        distinct banks), and one thread stores each box with TMA, which clips it at D's edges, so partial tiles
+        need no masks. The store runs on while the warpgroup goes on to the next box (two buffers) and the
+        next tile's mainloop."""
         w = self.w
-        self.templates |= {"bulk_wait_read", "bulk_commit", "tma_store_2d", "fence_proxy_async", "st_shared_b32"}
+        self.templates |= {"bulk_wait_read", "bulk_commit", "tma_store_2d", "fence_proxy_async"}
         if len(node.origin) != 2:
             raise NotImplementedError("the TMA epilogue needs the box origin of the D tile")
         row0, col0 = node.origin
         row, col = self._acc_coords()
         w.open("")
-        w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows and named barrier")
-        if self.L["SPLIT_N"]:  # CTA r of the cluster: all rows, columns r*CTA_N ..
-            w(f"const int i0_ = {self.cxx(row0)} + 64 * wgi_, j0_ = {self.cxx(col0)} + cta_ * CTA_N;")
-        else:
-            w(f"const int i0_ = {self.cxx(row0)} + cta_ * CTA_M + 64 * wgi_, j0_ = {self.cxx(col0)};")
+        w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows (columns, swapped) and named barrier")
+        # the CTA's offset in the macro tile: CTA r of a cluster takes rows r*CTA_M .., or columns r*CTA_N ..
+        di, dj = ("", " + cta_ * CTA_N") if self.L["SPLIT_N"] else (" + cta_ * CTA_M", "")
+        if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows
+            w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * wgi_;")
+            boxes, origin = "CTA_M / D_ROWS", "j0_, i0_ + D_ROWS * c_"
+        else:  # this warpgroup's 64 rows, in boxes of 64 columns
+            w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * wgi_, j0_ = {self.cxx(col0)}{dj};")
+            boxes, origin = "CTA_N / 64", "j0_ + 64 * c_, i0_"
         w("#pragma unroll")
-        w.open(f"for (int c_ = 0; c_ < {'CTA_N' if self.L['SPLIT_N'] else 'BN'} / 64; ++c_, ++box_)")
+        w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_, ++box_)")
         w("const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
         w("if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it")
         w("bar_sync(bar_, 128);")
         # NOTE: two copies of the box loop, so that beta == 0 (the common case) runs none of C's index math
+        stage = self._stage_box_swapped if self.L["SWAP"] else self._stage_box
         w.open("if (beta != 0.f)")
-        self._stage_box(node, row, col)
+        stage(node, row, col)
         w.close()
         w.open("else")
-        self._stage_box(None, row, col)
+        stage(None, row, col)
         w.close()
         w("fence_proxy_async();  // the box is visible to TMA")
         w("bar_sync(bar_, 128);")
         w.open("if ((tid_ & 127) == 0)")
-        w("tma_store_2d(&tmD, buf_, j0_ + 64 * c_, i0_);")
+        w(f"tma_store_2d(&tmD, buf_, {origin});")
         w("bulk_commit();")
         w.close()
         w.close()
@@ -484,6 +530,7 @@ class HopperCodegen(_Codegen):
         """Write box ``c_`` of this thread's accumulators, ``alpha*acc`` (``+ beta*C`` where ``node`` gives C's
         address and mask), as fp16 into staging buffer ``buf_`` in TMA's 128-byte swizzle."""
         w = self.w
+        self.templates.add("st_shared_b32")
         w("#pragma unroll")
         w.open("for (int q_ = 0; q_ < 32; q_ += 2)")
         w("const int e_ = 32 * c_ + q_;")
@@ -498,6 +545,31 @@ class HopperCodegen(_Codegen):
         w("const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));")
         w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;")
         w("st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));")
+        w.close()
+
+    def _stage_box_swapped(self, node: C.Epilogue | None, row: str, col: str) -> None:
+        """The swapped layout's box ``c_``: rows ``D_ROWS*c_ ..`` of this warpgroup's 64 columns. Each 8-row
+        block is two 8 x 8 matrices of the D^T fragment (accumulators ``4q .. 4q+3``: columns ``16w ..`` and
+        ``16w + 8 ..``), stored transposed by one ``stmatrix``: thread ``8i + j`` addresses row ``j`` of
+        matrix ``i``, 16-byte unit ``2w + i`` of its 128-byte row, swizzled as in :meth:`_stage_box`."""
+        w = self.w
+        self.templates.add("stmatrix_x2_trans")
+        w("#pragma unroll")
+        w.open("for (int q_ = 0; q_ < D_ROWS / 8; ++q_)")
+        w("float v_[4];")
+        w("#pragma unroll")
+        w.open("for (int x_ = 0; x_ < 4; ++x_)")
+        w("const int e_ = 4 * (c_ * (D_ROWS / 8) + q_) + x_;")
+        w("v_[x_] = alpha * acc[e_];")
+        if node is not None:
+            i, j = node.row, node.col
+            w(f"const int {i.name} = {row}, {j.name} = {col};")
+            w(f"if ({self.cxx(node.mask)}) v_[x_] += beta * __half2float(C[{self.cxx(node.address)}]);")
+        w.close()
+        w("const __half2 h0_ = __floats2half2_rn(v_[0], v_[1]), h1_ = __floats2half2_rn(v_[2], v_[3]);")
+        w("const int r_ = 8 * q_ + (lane_ & 7), u_ = 2 * ((tid_ & 127) >> 5) + ((lane_ >> 3) & 1);")
+        w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4);")
+        w("stmatrix_x2_trans(at_, *reinterpret_cast<const unsigned*>(&h0_), *reinterpret_cast<const unsigned*>(&h1_));")
         w.close()
 
     # --- the K loop ----------------------------------------------------------------------------------
@@ -593,9 +665,11 @@ class HopperCodegen(_Codegen):
         return f"if ((tid_ & 127) == 0) for (unsigned q_ = 0; q_ < CLUSTER; ++q_) mbar_arrive_cluster({bar}, q_);"
 
     def _consume(self, fk: sympy.Symbol) -> None:
-        w, bn = self.w, self.L["CTA_N"]
-        self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", f"wgmma_n{bn}"}
-        w("const unsigned rows_ = (tid_ >> 7) * 64 * BK * 2;  // this warpgroup's 64 rows of the A stage")
+        w, swap = self.w, self.L["SWAP"]
+        wgmma = f"wgmma_swap_n{self.L['CTA_M']}" if swap else f"wgmma_n{self.L['CTA_N']}"
+        self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", wgmma}
+        # a warpgroup takes 64 rows of the A stage, or (swapped) one 64-column chunk of the B stage
+        a_off, b_off = ("", "(tid_ >> 7) * BK * 128 + ") if swap else ("(tid_ >> 7) * 64 * BK * 2 + ", "")
         release = self._release("empty_ + 8 * ((it_ + STAGES - 1) % STAGES)")
         w("#pragma unroll 1")
         w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name}, ++it_)")
@@ -604,11 +678,12 @@ class HopperCodegen(_Codegen):
         w("wgmma_fence();")
         w("#pragma unroll")
         w.open("for (int ks_ = 0; ks_ < BK / 16; ++ks_)")
-        w("const unsigned a_ = sA_ + s_ * A_STAGE * 2 + rows_ + ks_ * 32, b_ = sB_ + s_ * B_STAGE * 2 + ks_ * 2048;")
+        w(f"const unsigned a_ = sA_ + s_ * A_STAGE * 2 + {a_off}ks_ * 32;")
+        w(f"const unsigned b_ = sB_ + s_ * B_STAGE * 2 + {b_off}ks_ * 2048;")
         w("// A: K-major, 8-row groups 8*SWIZZLE bytes apart; B: MN-major, 64-column chunks BK*128 bytes apart")
         w("const unsigned long long da_ = smem_desc(a_, 16, 8 * SWIZZLE, SWIZZLE);")
         w("const unsigned long long db_ = smem_desc(b_, BK * 128, 1024, 128);")
-        w(f"wgmma_n{bn}(acc, da_, db_, 1);")
+        w(f"{wgmma}(acc, db_, da_, 1);  // D^T = B^T A^T" if swap else f"{wgmma}(acc, da_, db_, 1);")
         w.close()
         w("wgmma_commit();")
         w("wgmma_wait<1>();  // the previous iteration's group has retired: its stage is free")

@@ -48,7 +48,13 @@ class CudaOptions:
     ``multicast`` (wgmma path, clusters of 2 or 4): the operand the CTAs of a cluster share. ``"b"`` (the
     default) as above; ``"a"``: CTA ``r`` computes columns ``[r*BN/cluster, (r+1)*BN/cluster)`` of the
     macro tile, loads ``BM/cluster`` of its rows of A and multicasts them to the others (cuBLAS's 1 x 2
-    clusters), and loads its own columns of B."""
+    clusters), and loads its own columns of B.
+
+    ``swap`` (wgmma path): compute ``D^T = B^T A^T``, as cuBLAS does with row-major operands. The wgmma
+    instruction's 64-row side then runs along n (one consumer warpgroup per 64 columns of a CTA's tile) and
+    its N side, any multiple of 8 up to 256, along m: a CTA's rows need not be a multiple of 64, so tiles like
+    136 x 128 fit a skinny GEMM's tile count to the SMs. ``None`` (the default) swaps exactly when the macro
+    tile needs it (a CTA's rows not a multiple of 64); ``True`` or ``False`` forces one layout."""
 
     warps: int | None = None  # None: for the macro tile (for_tile)
     stages: int | None = None
@@ -59,6 +65,7 @@ class CudaOptions:
     mainloop: str = "auto"
     cluster: int = 0
     multicast: str = "b"
+    swap: bool | None = None  # None: when a CTA's rows are not a multiple of 64
 
     def __post_init__(self) -> None:
         if self.warps is not None and (isinstance(self.warps, bool) or self.warps not in (1, 2, 4, 8, 16)):
@@ -73,6 +80,8 @@ class CudaOptions:
             raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1, 2 or 4, got {self.cluster!r}")
         if self.multicast not in MULTICASTS:
             raise ValueError(f"multicast must be one of {MULTICASTS}, got {self.multicast!r}")
+        if not (self.swap is None or isinstance(self.swap, bool)):
+            raise ValueError(f"swap must be None (when the macro tile needs it), True or False, got {self.swap!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 

@@ -7,22 +7,26 @@ kernel uses, in table order, so the source stays small and deterministic.
 
 from __future__ import annotations
 
-__all__ = ["TEMPLATES", "WGMMA_N", "render"]
+__all__ = ["TEMPLATES", "WGMMA_N", "WGMMA_SWAP_N", "render"]
 
 WGMMA_N = (64, 128, 192, 256)  # wgmma N extents the Hopper mainloop uses (BN in 64-column swizzle chunks)
+WGMMA_SWAP_N = tuple(range(8, 257, 8))  # N extents with B read K-major (the swapped layout: N runs along m)
 
 
-def _wgmma(n: int) -> str:
+def _wgmma(n: int, swap: bool = False) -> str:
     """``wgmma.mma_async.m64n{n}k16`` with both operands in shared memory (descriptors), fp32 accumulators
-    ``d[0 .. n/2)`` in place; A K-major, B MN-major (``imm-trans-b = 1``: B is row-major K x N)."""
+    ``d[0 .. n/2)`` in place. ``wgmma_n{n}``: A K-major, B MN-major (``imm-trans-b = 1``: B is row-major
+    K x N). ``wgmma_swap_n{n}`` computes ``D^T = B^T A^T``: its A is B^T, MN-major (``imm-trans-a = 1``), and
+    its B is A^T, K-major."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    name, trans = (f"wgmma_swap_n{n}", "1, 0") if swap else (f"wgmma_n{n}", "0, 1")
     return f"""
-__device__ __forceinline__ void wgmma_n{n}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
+__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
     asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
                  "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "
-                 "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"
+                 "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, {trans};\\n}}\\n"
                  : {binds}
                  : "l"(da), "l"(db), "r"(scale_d));
 }}"""
@@ -179,6 +183,13 @@ __device__ __forceinline__ void fence_proxy_async() {
 __device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
     asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"(addr), "r"(v) : "memory");
 }""",
+    # store two 8 x 8 b16 matrices transposed: thread t's registers hold row t/4, columns 2*(t%4) and +1 of
+    # each (the mma fragment); row j of matrix i goes to the 16 bytes at thread 8*i + j's address
+    "stmatrix_x2_trans": """
+__device__ __forceinline__ void stmatrix_x2_trans(unsigned addr, unsigned r0, unsigned r1) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\\n" :: "r"(addr), "r"(r0), "r"(r1)
+                 : "memory");
+}""",
     # arrive on the mbarrier at offset `bar` of CTA `cta` of this cluster; the default .release.cta suffices
     # for a stage whose reads (wgmma) have retired, and costs no cluster-scope fence
     "mbar_arrive_cluster": """
@@ -218,6 +229,7 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"(N) : "memory");
 }""",
     **{f"wgmma_n{n}": _wgmma(n) for n in WGMMA_N},
+    **{f"wgmma_swap_n{n}": _wgmma(n, swap=True) for n in WGMMA_SWAP_N},
     # give registers back (producer) or take them (consumers): warpgroup-wide
     "setmaxnreg_dec": """
 template <int N> __device__ __forceinline__ void setmaxnreg_dec() {

@@ -135,6 +135,37 @@ def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster):
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
+        ((136, 128, 64), {}),
+        ((72, 64, 64), {}),
+        ((8, 256, 32), {}),
+        ((24, 192, 64), {}),
+        ((128, 128, 64), {"swap": True}),
+        ((256, 64, 64), {"swap": True}),
+        ((272, 128, 64), {"cluster": 2}),
+        ((144, 256, 32), {"cluster": 2, "multicast": "a"}),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
+def test_wgmma_swapped(shape, transform, tile, options):
+    """D^T = B^T A^T (CTAs whose rows are a multiple of 8, not of 64, or swap=True): partial tiles, k % BK != 0,
+    the transposed TMA-store epilogue and split-K's register epilogue."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    split = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", **options, **split)
+    assert kern.program.layout["SWAP"] == 1
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+    check(kern(A, B), A, B, C, 1.0, 0.0, "float16")  # beta = 0: the epilogue's other copy of the box loop
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 8), (200, 688, 128), (1592, 2656, 1224), (256, 256, 65536)], ids=str)
 def test_auto_tile(shape):
     """``macro_tile="auto"`` with ``transform="auto"``: the tile and the policy chosen per shape."""
@@ -228,23 +259,18 @@ def test_bad_operands_raise_before_launch():
 
 SANITIZE = textwrap.dedent("""
     import numpy as np, ctgraph
-    A = np.ones((150, 70), np.float16); B = np.ones((70, 90), np.float16)
+    A = np.ones((150, 72), np.float16); B = np.ones((72, 88), np.float16)  # rows of whole 16-byte vectors: TMA
+    wgmma = [((64, 64, 32), 5, {}), ((128, 64, 32), 3, {"cluster": 2}), ((256, 64, 32), 2, {"cluster": 4}),
+             ((64, 128, 32), 3, {"cluster": 2, "multicast": "a"}), ((40, 64, 32), 5, {}),
+             ((64, 128, 64), 3, {"swap": True})]
     for t in ctgraph.TRANSFORMS:
-        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
+        kern = ctgraph.compile(ctgraph.gemm(150, 88, 72, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
                                target="cuda", warps=4, stages=2)
-        assert (kern(A, B) == 70).all()
-        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 64, 32)), transform=t, workgroups=5,
-                               target="cuda", mainloop="wgmma")
-        assert (kern(A, B) == 70).all()
-        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(128, 64, 32)), transform=t, workgroups=3,
-                               target="cuda", mainloop="wgmma", cluster=2)
-        assert (kern(A, B) == 70).all()
-        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(256, 64, 32)), transform=t, workgroups=2,
-                               target="cuda", mainloop="wgmma", cluster=4)
-        assert (kern(A, B) == 70).all()
-        kern = ctgraph.compile(ctgraph.gemm(150, 90, 70, macro_tile=(64, 128, 32)), transform=t, workgroups=3,
-                               target="cuda", mainloop="wgmma", cluster=2, multicast="a")
-        assert (kern(A, B) == 70).all()
+        assert (kern(A, B) == 72).all()
+        for tile, g, options in wgmma:
+            kern = ctgraph.compile(ctgraph.gemm(150, 88, 72, macro_tile=tile), transform=t, workgroups=g,
+                                   target="cuda", mainloop="wgmma", **options)
+            assert kern.program.variant == "wgmma" and (kern(A, B) == 72).all(), (t, tile, options)
 """)
 
 

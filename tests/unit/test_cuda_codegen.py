@@ -232,9 +232,7 @@ def test_golden_hopper_cu():
         ((128, 96, 64), 1),
         ((128, 320, 64), 1),
         ((320, 64, 64), 1),
-        ((64, 64, 32), 2),
-        ((192, 128, 64), 2),
-        ((320, 128, 64), 4),
+        ((256, 96, 64), 4),
         ((512, 256, 16), 4),
     ],
     ids=str,
@@ -243,6 +241,70 @@ def test_wgmma_refuses_tiles_it_cannot_run(tile, cluster):
     """Accumulators beyond the registers of a consumer thread, or rows that do not split over the cluster."""
     with pytest.raises(ValueError, match="wgmma mainloop takes float16 with BM in"):
         _ = cuda_kernel("streamk", tile=tile, mainloop="wgmma", cluster=cluster).source
+
+
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
+        ((100, 64, 64), {}),  # rows not a multiple of 8
+        ((264, 64, 64), {}),  # wgmma's N side is at most 256
+        ((136, 320, 64), {}),  # five consumer warpgroups
+        ((200, 256, 64), {}),  # 100 accumulators and the spare registers exceed four consumers' share
+        ((72, 128, 64), {"cluster": 2}),  # 36 rows per CTA
+        ((136, 256, 64), {"cluster": 2, "multicast": "a"}),  # A's rows do not split into swizzle atoms
+        ((128, 96, 64), {"swap": True}),  # 96 columns: no whole warpgroups
+    ],
+    ids=str,
+)
+def test_swapped_layout_refuses_tiles_it_cannot_run(tile, options):
+    with pytest.raises(ValueError, match=r"takes float16 with BM a multiple of \d+ .*swap=True\), BN in"):
+        _ = cuda_kernel("streamk", tile=tile, mainloop="wgmma", **options).source
+
+
+@pytest.mark.parametrize(
+    ("tile", "options", "ctas"),
+    [
+        ((136, 128, 64), {}, (136, 128)),
+        ((8, 256, 32), {}, (8, 256)),
+        ((192, 128, 64), {"cluster": 2}, (96, 128)),
+        ((144, 256, 64), {"cluster": 2, "multicast": "a"}, (144, 128)),
+        ((128, 128, 64), {"swap": True}, (128, 128)),
+    ],
+    ids=str,
+)
+def test_swapped_layout(tile, options, ctas):
+    """D^T = B^T A^T: one consumer warpgroup per 64 columns, wgmma's N side along the CTA's rows, an A stage
+    padded to whole 1024-byte swizzle atoms, D boxes of rows that divide the CTA's."""
+    L = hopper_layout(tile, "float16", CudaOptions(mainloop="wgmma", **options))
+    assert L["SWAP"] == 1 and (L["CTA_M"], L["CTA_N"]) == ctas
+    assert L["CONSUMERS"] == ctas[1] // 64 and L["NACC"] == ctas[0] // 2
+    assert L["A_STAGE"] * 2 % 1024 == 0 and L["A_STAGE"] >= ctas[0] * tile[2]
+    assert L["STAGE_BYTES"] == (ctas[0] + ctas[1]) * tile[2] * 2
+    assert ctas[0] % L["D_ROWS"] == 0 and L["D_ROWS"] % 8 == 0
+    assert (
+        (L["FIX_CHUNKS"] - 1) * (L["FIX_EA"] + L["FIX_EB"]) < L["NACC"] <= L["FIX_CHUNKS"] * (L["FIX_EA"] + L["FIX_EB"])
+    )
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [((136, 128, 64), {}), ((24, 192, 32), {}), ((272, 128, 64), {"cluster": 2}), ((128, 128, 64), {"swap": True})],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_swapped_source_compiles_and_transposes(transform, tile, options):
+    """The swapped kernel reads B^T MN-major and A^T K-major (``imm-trans-a = 1, imm-trans-b = 0``) and stages D
+    with ``stmatrix .trans``; split-K's reduction kernel stores element by element."""
+    kern = cuda_kernel(transform, tile=tile, workgroups=1024, mainloop="wgmma", **options, **SPLITS.get(transform, {}))
+    src, cta_m = kern.source, kern.program.layout["CTA_M"]
+    assert f"wgmma_swap_n{cta_m}(acc, db_, da_, 1);" in src
+    reduce = transform == "splitk_reduce"  # partials to a workspace; the reduction kernel stores D
+    assert ("stmatrix_x2_trans(at_" in src) != reduce and ("D[at_] = __float2half(v_);" in src) == reduce
+    assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
+    ptx = kern.ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{cta_m}k16.f32.f16.f16" in ptx and "p, 1, 1, 1, 0;" in ptx
+    assert ("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in ptx) != reduce
 
 
 @pytest.mark.parametrize(("consumers", "budget"), [(1, 255), (2, 168), (3, 128), (4, 96)])
@@ -306,6 +368,8 @@ def test_multicast_names_the_allowed_operands_and_layouts():
         _ = cuda_kernel("streamk", mainloop="wgmma", cluster=2, multicast="c").source
     with pytest.raises(ValueError, match=r"multicast='a'.*BN in \(128, 256, 384, 512\)"):
         _ = cuda_kernel("streamk", tile=(128, 96, 64), mainloop="wgmma", cluster=2, multicast="a").source
+    with pytest.raises(ValueError, match="swap must be None"):
+        _ = cuda_kernel("streamk", mainloop="wgmma", swap=1).source
 
 
 def test_wgmma_refuses_float32_and_other_arches():
