@@ -55,12 +55,16 @@ __all__ = [
     "FIXUP_BANDWIDTH",
     "FIXUP_LEVEL",
     "H100",
+    "SWAP_MIN_ITERATIONS",
     "TileCost",
+    "candidates",
     "choose_tile",
     "parts_in_step",
     "predict",
     "preferred_schedule",
     "schedules",
+    "swapped_cost",
+    "swapped_heights",
     "tile_cost",
 ]
 
@@ -188,14 +192,64 @@ def preferred_schedule(cost: TileCost, m: int, n: int, k: int, g: int) -> str | 
 def tile_cost(
     macro_tile: tuple[int, int, int], cluster: int = 1, costs: tuple[TileCost, ...] = H100
 ) -> TileCost | None:
-    """The measured costs of ``macro_tile`` run on clusters of ``cluster`` CTAs, if ``costs`` has them."""
-    return next((c for c in costs if c.tile == tuple(macro_tile) and c.sms_per_workgroup == cluster), None)
+    """The measured costs of ``macro_tile`` run on clusters of ``cluster`` CTAs, if ``costs`` has them, or of a
+    swapped one-CTA tile (:func:`swapped_cost`)."""
+    measured = next((c for c in costs if c.tile == tuple(macro_tile) and c.sms_per_workgroup == cluster), None)
+    return measured or (swapped_cost(tuple(macro_tile), costs) if cluster == 1 else None)
+
+
+# NOTE: swapped tiles are priced from their bytes per K iteration; with few iterations the fixed costs the
+# prices extrapolate decide. On the H100 corpus (2026-11-24) they lost 2-14% on 9 of 10 shapes of 2-5 iterations
+# and gained up to 1.5x on shapes of 10 or more.
+SWAP_MIN_ITERATIONS = 6
+
+
+def swapped_cost(macro_tile: tuple[int, int, int], costs: tuple[TileCost, ...] = H100) -> TileCost | None:
+    """Costs of a one-CTA tile whose BM is a multiple of 8 but not of 64: the wgmma path runs it swapped
+    (``D^T = B^T A^T``, :mod:`lowering.cuda.hopper`), with one consumer warpgroup per 64 columns. It is priced
+    from ``ref``, the measured one-CTA tile of the same BN and BK and the least BM above it (else the largest),
+    on the probes' finding that a CTA's K iteration is bound by the bytes it receives, and its epilogue by the
+    elements it stores::
+
+        c  = ref.c  * (BM + BN) / (ref.BM + BN)        (likewise c_unaligned)
+        t0 = ref.t0 * BM / ref.BM
+
+    None where no such tile is measured, or where the accumulators outgrow a consumer thread's registers
+    (BN of 192 or 256, three or four warpgroups, hold BM <= 128)."""
+    bm, bn, bk = macro_tile
+    if bm % 8 or bm % 64 == 0 or not 8 <= bm <= 256 or bn % 64 or bn > 256 or (bn > 128 and bm > 128):
+        return None
+    refs = sorted((c for c in costs if c.sms_per_workgroup == 1 and c.tile[1:] == (bn, bk)), key=lambda c: c.tile[0])
+    ref = next((c for c in refs if c.tile[0] > bm), refs[-1] if refs else None)
+    if ref is None:
+        return None
+    rows, scale = bm / ref.tile[0], (bm + bn) / (ref.tile[0] + bn)
+    unaligned = None if ref.c_unaligned is None else ref.c_unaligned * scale
+    return TileCost(macro_tile, ref.launch, ref.t0 * rows, ref.c * scale, 1, unaligned, ref.resident)
+
+
+def swapped_heights(m: int) -> list[int]:
+    """BM for ``m`` rows in ``t = 1 .. 4`` rows of tiles, each a multiple of 8 up to 256 that is not a multiple
+    of 64 (those the measured tiles cover): ``8 * ceil(m / 8t)``."""
+    heights = (8 * -(-m // (8 * t)) for t in range(1, 5))
+    return sorted({h for h in heights if h <= 256 and h % 64}, reverse=True)
+
+
+def candidates(m: int, k: int, costs: tuple[TileCost, ...] = H100) -> list[TileCost]:
+    """The tiles :func:`choose_tile` weighs for ``m`` rows and depth ``k``: ``costs``' and, where a tile has at
+    least :data:`SWAP_MIN_ITERATIONS` K iterations, the swapped tiles that fit ``m`` (:func:`swapped_heights`) in
+    the widths of ``costs``' one-CTA tiles (:func:`swapped_cost`)."""
+    widths = sorted({(c.tile[1], c.tile[2]) for c in costs if c.sms_per_workgroup == 1}, reverse=True)
+    heights = swapped_heights(m) if all(k >= SWAP_MIN_ITERATIONS * bk for _, bk in widths) else []
+    swapped = (swapped_cost((bm, bn, bk), costs) for bm in heights for bn, bk in widths)
+    return [*costs, *(c for c in swapped if c is not None)]
 
 
 def choose_tile(
     m: int, n: int, k: int, dtype: str = "float16", sms: int = 132, costs: tuple[TileCost, ...] = H100
 ) -> tuple[int, int, int]:
-    """The macro tile with the least predicted time for an ``m x n x k`` GEMM on ``sms`` SMs."""
+    """The macro tile with the least predicted time for an ``m x n x k`` GEMM on ``sms`` SMs, of
+    :func:`candidates`."""
     if dtype != "float16":
         return DEFAULT_TILE
-    return min(costs, key=lambda c: predict(c, m, n, k, sms)).tile
+    return min(candidates(m, k, costs), key=lambda c: predict(c, m, n, k, sms)).tile

@@ -17,12 +17,16 @@ from ctgraph.tiles import (
     FIXUP_BANDWIDTH,
     FIXUP_LEVEL,
     H100,
+    SWAP_MIN_ITERATIONS,
     TileCost,
+    candidates,
     choose_tile,
     parts_in_step,
     predict,
     preferred_schedule,
     schedules,
+    swapped_cost,
+    swapped_heights,
     tile_cost,
 )
 
@@ -96,12 +100,12 @@ def test_preferred_schedule_is_a_verdict_only_against_schedules_it_priced():
     assert preferred_schedule(cost, 1024, 1024, 1024, 132) is None
     # 8192^3 in 256 x 256 tiles on 66 clusters: 15.5 waves, the two-tile schedule saves the half-empty last
     assert preferred_schedule(tile_cost((256, 256, 64), cluster=2), 8192, 8192, 8192, 66) == "streamk2tile"
-    assert tile_cost((64, 128, 64), cluster=2) is None and tile_cost((96, 128, 64)) is None
+    assert tile_cost((64, 128, 64), cluster=2) is None and tile_cost((100, 128, 64)) is None
 
 
 def test_small_gemms_get_small_tiles_and_big_ones_big_tiles():
     bm, bn, _ = choose_tile(200, 688, 128)
-    assert bm * bn <= 64 * 128
+    assert bm * bn <= 128 * 128
     assert choose_tile(8192, 8192, 8192) == (256, 256, 64)
     bm, bn, _ = choose_tile(1, 1, 1)
     assert bm * bn <= 64 * 128
@@ -150,9 +154,44 @@ def test_clusters_that_do_not_pack_the_gpu_count_what_is_resident():
 @given(st.integers(1, 20000), st.integers(1, 20000), st.integers(1, 70000))
 def test_choice_is_the_least_prediction(m, n, k):
     tile = choose_tile(m, n, k)
-    best = min(predict(c, m, n, k) for c in H100)
-    assert predict(next(c for c in H100 if c.tile == tile), m, n, k) == best
+    weighed = candidates(m, k)
+    assert set(H100) <= set(weighed)
+    best = min(predict(c, m, n, k) for c in weighed)
+    assert predict(next(c for c in weighed if c.tile == tile), m, n, k) == best
     assert math.isfinite(best)
+
+
+def test_swapped_tiles_are_priced_from_the_measured_tile_of_their_width():
+    """A K iteration costs the bytes a CTA receives, ``(BM + BN) * BK * 2``; the epilogue the rows it stores."""
+    ref = tile_cost((128, 128, 64))
+    cost = swapped_cost((96, 128, 64))
+    assert cost is not None and cost == tile_cost((96, 128, 64))
+    assert cost.c == pytest.approx(ref.c * (96 + 128) / 256) and cost.t0 == pytest.approx(ref.t0 * 96 / 128)
+    assert cost.c_unaligned == pytest.approx(ref.c_unaligned * (96 + 128) / 256)
+    assert swapped_cost((136, 64, 64)).c == pytest.approx(tile_cost((64, 64, 64)).c * 200 / 128)  # the largest
+    for tile in [(128, 128, 64), (100, 128, 64), (264, 64, 64), (136, 192, 64), (72, 96, 64), (72, 128, 32)]:
+        assert swapped_cost(tile) is None, tile
+    assert swapped_heights(136) == [136, 72, 48, 40] and swapped_heights(1) == [8]
+    assert swapped_heights(1000) == [] and swapped_heights(256) == [88]  # 256, 128 and 64 are measured tiles
+
+
+def test_swapped_tiles_need_enough_k_iterations_to_be_weighed():
+    few, enough = (SWAP_MIN_ITERATIONS - 1) * 64, SWAP_MIN_ITERATIONS * 64
+    assert candidates(176, few) == list(H100)
+    assert {c.tile for c in candidates(176, enough)} - set(CANDIDATES) == {
+        (bm, bn, 64) for bm in (176, 88, 48) for bn in (64, 128, 192, 256) if bn <= 128 or bm <= 128
+    }
+    assert choose_tile(176, 4080, 3376) == (88, 64, 64)  # 128 tiles in one wave (cuBLAS: 64 x 88 in its D^T)
+
+
+@given(st.integers(1, 300))
+def test_every_swapped_candidate_runs_swapped_on_the_wgmma_path(m):
+    from lowering.cuda.hopper import hopper_layout
+    from lowering.cuda.options import CudaOptions
+
+    for cost in candidates(m, 1 << 16)[len(H100) :]:
+        lay = hopper_layout(cost.tile, "float16", CudaOptions(mainloop="wgmma"))
+        assert lay["SWAP"] == 1 and lay["CLUSTER"] == cost.sms_per_workgroup == 1
 
 
 def test_float32_keeps_the_default_tile():
