@@ -194,12 +194,13 @@ def tile_cost(
 ) -> TileCost | None:
     """The measured costs of ``macro_tile`` run on clusters of ``cluster`` CTAs, if ``costs`` has them, or of a
     swapped one-CTA tile (:func:`swapped_cost`)."""
-    measured = next((c for c in costs if c.tile == tuple(macro_tile) and c.sms_per_workgroup == cluster), None)
-    return measured or (swapped_cost(tuple(macro_tile), costs) if cluster == 1 else None)
+    bm, bn, bk = macro_tile
+    measured = next((c for c in costs if c.tile == (bm, bn, bk) and c.sms_per_workgroup == cluster), None)
+    return measured or (swapped_cost((bm, bn, bk), costs) if cluster == 1 else None)
 
 
 # NOTE: swapped tiles are priced from their bytes per K iteration; with few iterations the fixed costs the
-# prices extrapolate decide. On the H100 corpus (2026-11-24) they lost 2-14% on 9 of 10 shapes of 2-5 iterations
+# prices extrapolate decide. On the H100 corpus (2026-11-24) they lost 1-12% on 9 of 10 shapes of 2-5 iterations
 # and gained up to 1.5x on shapes of 10 or more.
 SWAP_MIN_ITERATIONS = 6
 

@@ -43,6 +43,15 @@ Descriptors: A ``SBO = 8 rows x 2*BK`` bytes, k16 step = +32 bytes; B ``LBO = ch
 partial tiles and ``k % BK != 0`` need no masks. The accumulator of thread ``t`` (warp ``w = t/32``) holds
 element ``e`` at row ``16w + lane/4 + 8*[e&2]`` and column ``8*(e/4) + 2*(lane%4) + (e&1)``: the
 ``mma.sync`` fragment order with a ``(BM/16) x 1`` warp grid, so partials and epilogue are shared.
+
+**Swapped** (``SWAP``: ``opts.swap``, by default when ``CTA_M`` is not a multiple of 64), the kernel computes
+``D^T = B^T A^T`` from the same ring: warpgroup ``c`` takes B's chunk ``c`` (64 columns) as wgmma's A operand,
+MN-major (``imm-trans-a = 1``), and all ``CTA_M`` rows of the A stage as its B operand, K-major, so wgmma's N
+side is ``CTA_M``, any multiple of 8 up to 256 (cuBLAS's layout for row-major operands). Warp ``w`` of the
+consumers then holds columns ``16w + lane/4 (+8)`` and element pairs ``(e, e+1)`` two adjacent rows
+``8*(e/4) + 2*(lane%4)``: the epilogue writes them transposed with ``stmatrix .trans`` into boxes of
+``D_ROWS`` rows x 64 columns (``D_ROWS`` divides ``CTA_M``). The A stage is padded to 1024 bytes so that B's
+swizzle atoms stay aligned; ``STAGE_BYTES`` counts only the boxes.
 """
 
 from __future__ import annotations
