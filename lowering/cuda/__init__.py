@@ -257,7 +257,7 @@ class CudaProgram:
 
         p, lay = self.kernel.problem, self.layout_of("wgmma")
         bk = lay["BK"]
-        a_rows, b_rows = (lay["BM"] // lay["CLUSTER"], bk) if lay["SPLIT_N"] else (lay["CTA_M"], bk // lay["CLUSTER"])
+        a_rows, b_rows = lay["A_SHARE"], bk // lay["CLUSTER_M"]  # a CTA's shares, multicast
         return [
             tensor_map(a, p.m, p.k, a_rows, bk, swizzle_bytes(bk)),
             tensor_map(b, p.k, p.n, b_rows, 64, 128),

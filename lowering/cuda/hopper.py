@@ -22,19 +22,20 @@ kernel, once per role:
 Both roles step one ring counter ``it_`` through the same sequence of iterations, so stage ``it_ %
 STAGES`` and phase ``(it_ / STAGES) & 1`` agree without any other communication.
 
-**Clusters** (``CLUSTER`` = 2 or 4): a workgroup is a cluster of CTAs that run the same program (``wg =
-blockIdx.x / CLUSTER``), CTA ``r`` on rows ``r*CTA_M ..`` of the macro tile. Each producer loads its own A
-rows and ``BK/CLUSTER`` k-rows of every B chunk, multicast into the same stage of every CTA, so
-``full[s]`` of each CTA still receives ``STAGE_BYTES``. A stage is then written by every producer of the
-cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and each consumer arrives
-on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own flags, so
-the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
-before exit keep every CTA's shared memory alive while the others may still write to it. With
-``multicast="a"`` the CTAs split the macro tile's columns instead (CTA ``r`` on columns ``r*CTA_N ..``):
-each producer loads ``BM/CLUSTER`` rows of A, multicast, and its own ``CTA_N`` columns of B. A CTA reads
-``CTA_M + BN/CLUSTER`` rows of 128 bytes per K iteration: that matters most when A's or B's rows do not
-start on 128-byte lines, where each row costs two L2 lines and the L2, not the tensor cores, bounds a
-lone CTA (:mod:`ctgraph.tiles`).
+**Clusters** (``CLUSTER`` = 2, 4 or 8): a workgroup is a cluster of CTAs that run the same program (``wg =
+blockIdx.x / CLUSTER``), laid out as a ``CLUSTER_M x CLUSTER_N`` grid: CTA ``r`` is ``(i, j) = (r % CLUSTER_M,
+r / CLUSTER_M)`` and computes rows ``i*CTA_M ..`` and columns ``j*CTA_N ..`` of the macro tile. ``multicast="b"``
+is a column of CTAs (``CLUSTER x 1``), ``"a"`` a row (``1 x CLUSTER``), ``"ab"`` a ``2 x CLUSTER/2`` grid. The CTAs
+of a grid row need the same rows of A, those of a grid column the same columns of B: each producer loads
+``A_SHARE`` of its row's A rows and ``BK/CLUSTER_M`` k-rows of every B chunk of its column, multicast into the same
+stage of the CTAs that share them, so ``full[s]`` of each CTA still receives ``STAGE_BYTES``. A stage is then written
+by several producers of the cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and each
+consumer arrives on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own
+flags, so the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
+before exit keep every CTA's shared memory alive while the others may still write to it. Per K iteration a CTA
+reads ``A_SHARE`` rows of A and ``BK/CLUSTER_M`` of B's k-rows from the L2, not ``CTA_M`` and ``BK``: that matters
+most when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines and the L2, not the
+tensor cores, bounds the CTAs (:mod:`ctgraph.tiles`).
 
 Shared memory per stage: A as ``CTA_M`` rows of ``BK`` halves (K-major; ``2*BK``-byte swizzle, so a row is one
 swizzle span) and B as ``BN/64`` column chunks of ``BK`` rows x 64 halves (MN-major, 128-byte swizzle).
@@ -138,20 +139,24 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         raise errors[0]
     bm, bn, bk = macro_tile
     cluster = opts.cluster
-    split_n = opts.multicast == "a" and cluster > 1  # CTAs split the columns and share A, else the rows and B
-    cta_m, cta_n = (bm, bn // cluster) if split_n else (bm // cluster, bn)
+    # the cluster's CTAs as a CLUSTER_M x CLUSTER_N grid: CTAs of a grid row share A's rows, of a column B's columns
+    cm, cn = {"b": (cluster, 1), "a": (1, cluster), "ab": (2, cluster // 2)}[opts.multicast]
+    cta_m, cta_n = bm // cm, bn // cn
     swap = cta_m % 64 != 0 if opts.swap is None else opts.swap
     # wgmma's 64-row side (a warpgroup each) and its N side: (m, n), or (n, m) when swapped
     side_m, side_n = (cta_n, cta_m) if swap else (cta_m, cta_n)
     consumers = side_m // 64
-    fits = dtype == "float16" and side_m % 64 == 0 and 1 <= consumers <= 4 and bk in (32, 64)
-    fits = fits and side_n in (WGMMA_SWAP_N if swap else WGMMA_N) and (bn if split_n else bm) % cluster == 0
-    fits = fits and (not split_n or bm // cluster % 8 == 0)  # each CTA's share of A's rows: whole swizzle atoms
+    fits = dtype == "float16" and side_m % 64 == 0 and 1 <= consumers <= 4 and bk in (32, 64) and cm * cn == cluster
+    fits = fits and side_n in (WGMMA_SWAP_N if swap else WGMMA_N) and bm % cm == 0 and bn % cn == 0
+    fits = fits and bk // cm % 8 == 0  # each CTA's share of B's k-rows: whole swizzle atoms
     fits = fits and side_n // 2 + SPARE_REGS <= accumulator_budget(max(consumers, 1))
     if not fits:
-        raise ValueError(_misfit(macro_tile, dtype, cluster, opts.multicast, split_n, swap))
+        raise ValueError(_misfit(macro_tile, dtype, (cm, cn), opts.multicast, swap))
     producer_regs, consumer_regs = register_split(consumers)
-    stage = (cta_m * bk + bk * cta_n) * 2  # per CTA: its tile's rows of A and columns of B, a share loaded by itself
+    # a CTA loads A_SHARE of its grid row's CTA_M rows of A (whole swizzle atoms; the last share overlaps the one
+    # before where CLUSTER_N does not divide CTA_M into them, so a stage receives CLUSTER_N * A_SHARE rows)
+    a_share = -(-cta_m // (8 * cn)) * 8
+    stage = (cn * a_share * bk + bk * cta_n) * 2  # the bytes each CTA's stage receives
     a_stage = -(-cta_m * bk // 512) * 512  # A's region rounded up to 1024 bytes: B's swizzle atoms stay aligned
     barriers = 16 * MAX_STAGES
     staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
@@ -164,21 +169,22 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "CLUSTER": cluster,
         "CTA_M": cta_m,
         "CTA_N": cta_n,
-        "SPLIT_N": int(split_n),
+        "CLUSTER_M": cm,
+        "CLUSTER_N": cn,
         "SWAP": int(swap),
         "CONSUMERS": consumers,
         "THREADS": 128 * consumers,  # one CTA's math threads: fixup, epilogue, the partials' layout
         "BLOCK": 128 * (consumers + 1),  # + the producer warpgroup
-        # the cluster's warp grid: split rows, warp w of CTA r is warp 4*c*r + w along m; split columns, CTA r
-        # is warp column r
+        # the cluster's warp grid: warp w of CTA (i, j) is warp 4*c*i + w along m, and warp column j
         "WM": bm // 16,
-        "WN": cluster if split_n else 1,
+        "WN": cn,
         "NI": cta_n // 8,
         "NACC": side_n // 2,
         "STAGES": stages,
         "A_STAGE": a_stage,
         "B_STAGE": bk * cta_n,
         "STAGE_BYTES": stage,
+        "A_SHARE": a_share,
         "SWIZZLE": swizzle_bytes(bk),
         "PRODUCER_REGS": producer_regs,
         "CONSUMER_REGS": consumer_regs,
@@ -198,11 +204,10 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     }
 
 
-def _misfit(
-    macro_tile: tuple[int, int, int], dtype: str, cluster: int, multicast: str, split_n: bool, swap: bool
-) -> str:
+def _misfit(macro_tile: tuple[int, int, int], dtype: str, grid: tuple[int, int], multicast: str, swap: bool) -> str:
     """Why ``macro_tile`` does not fit the wgmma kernel: the tiles it takes on these options."""
-    m_of, n_of = (1, cluster) if split_n else (cluster, 1)
+    m_of, n_of = grid
+    cluster = m_of * n_of
     if swap:  # BN: 64 columns per consumer warpgroup; BM: wgmma's N side
         rows = f"BM a multiple of {8 * m_of}"
         cols = f"BN in {tuple(64 * c * n_of for c in range(1, 5))}"
@@ -269,6 +274,8 @@ class HopperCodegen(_Codegen):
         w("using namespace ctg;")
         w(f"const int {k.workgroup.name} = blockIdx.x / CLUSTER;  // a workgroup is a cluster of CTAs")
         w(f"[[maybe_unused]] const unsigned cta_ = {'cluster_rank()' if clustered else '0'};  // rank in the cluster")
+        w("// this CTA's row and column in the cluster's grid of CTAs")
+        w("[[maybe_unused]] const unsigned cta_m_ = cta_ % CLUSTER_M, cta_n_ = cta_ / CLUSTER_M;")
         if loads:
             self.templates |= {"mbar_init", "fence_mbar_init"}
             w("extern __shared__ __align__(1024) unsigned char smem_[];")
@@ -301,8 +308,8 @@ class HopperCodegen(_Codegen):
         w.open("else")
         w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
-        warps = "tid_ >> 5, warp_n_ = cta_" if self.L["SPLIT_N"] else "cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0"
-        w(f"[[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = {warps};")
+        w("[[maybe_unused]] const int lane_ = tid_ & 31;")
+        w("[[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;")
         if loads:
             w("unsigned it_ = 0;")
         if stores:
@@ -485,9 +492,8 @@ class HopperCodegen(_Codegen):
         rows ``8*(e/4) + 2*(lane%4)``."""
         if not self.L["SWAP"]:
             return super()._acc_coords()
-        m0, n0 = ("", "cta_ * CTA_N + ") if self.L["SPLIT_N"] else ("cta_ * CTA_M + ", "")
-        row = f"{m0}(e_ / 4) * 8 + (lane_ & 3) * 2 + (e_ & 1)"
-        col = f"{n0}(tid_ >> 5) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0)"
+        row = "cta_m_ * CTA_M + (e_ / 4) * 8 + (lane_ & 3) * 2 + (e_ & 1)"
+        col = "cta_n_ * CTA_N + (tid_ >> 5) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0)"
         return row, col
 
     def _epilogue_tma(self, node: C.Epilogue) -> None:
@@ -505,8 +511,7 @@ class HopperCodegen(_Codegen):
         row, col = self._acc_coords()
         w.open("")
         w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows (columns, swapped) and named barrier")
-        # the CTA's offset in the macro tile: CTA r of a cluster takes rows r*CTA_M .., or columns r*CTA_N ..
-        di, dj = ("", " + cta_ * CTA_N") if self.L["SPLIT_N"] else (" + cta_ * CTA_M", "")
+        di, dj = " + cta_m_ * CTA_M", " + cta_n_ * CTA_N"  # the CTA's offset in the macro tile
         if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows
             w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * wgi_;")
             boxes, origin = "CTA_M / D_ROWS", "j0_, i0_ + D_ROWS * c_"
@@ -625,43 +630,41 @@ class HopperCodegen(_Codegen):
         w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
         w(f"const int {assign.target.name} = {self.cxx(assign.value)};")
-        if self.L["SPLIT_N"]:
-            self._load_split_columns(load_a.origin, load_b.origin)
-        else:
-            self._load_split_rows(load_a.origin, load_b.origin)
+        self._load_stage(load_a.origin, load_b.origin)
 
-    def _load_split_rows(self, a: tuple[sympy.Expr, ...], b: tuple[sympy.Expr, ...]) -> None:
-        """One stage's boxes when CTA ``r`` takes rows ``r*CTA_M ..``: its own rows of A, and k-rows
-        ``r*BK/CLUSTER ..`` of every 64-column chunk of B, multicast into every CTA of the cluster."""
-        w, (ar, ac), (br, bc) = self.w, a, b
-        w(f"tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {self.cxx(ar)} + cta_ * CTA_M);")
-        w("#pragma unroll")
-        w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..")
-        w.open("for (int c_ = 0; c_ < BN / 64; ++c_)")
-        w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;")
-        origin = f"{self.cxx(bc)} + 64 * c_, {self.cxx(br)} + cta_ * (BK / CLUSTER)"
-        if self.L["CLUSTER"] > 1:
+    def _load_stage(self, a: tuple[sympy.Expr, ...], b: tuple[sympy.Expr, ...]) -> None:
+        """One stage's boxes for CTA ``(i, j)`` of the cluster's grid: ``A_SHARE`` of its rows of A (share ``j``,
+        the last one ending at ``CTA_M``), multicast to the CTAs of grid row ``i``, and ``BK/CLUSTER_M`` k-rows
+        (share ``i``) of each 64-column chunk of its columns of B, multicast to the CTAs of grid column ``j``. So
+        every CTA receives its rows of A and its columns of B whole from the ``CLUSTER_N + CLUSTER_M - 1`` CTAs
+        it shares with; overlapping shares write the same bytes twice, and ``STAGE_BYTES`` counts both."""
+        w, L, (ar, ac), (br, bc) = self.w, self.L, a, b
+        cm, cn = L["CLUSTER_M"], L["CLUSTER_N"]
+        a_dst, a_row = "sA_ + s_ * A_STAGE * 2", f"{self.cxx(ar)}"
+        if cm > 1:
+            a_row += " + cta_m_ * CTA_M"
+        if cn > 1:
+            w("const unsigned rowsA_ = min(cta_n_ * A_SHARE, CTA_M - A_SHARE);  // this CTA's share of A's rows")
+            a_dst, a_row = a_dst + " + rowsA_ * BK * 2", a_row + " + rowsA_"
             self.templates.add("tma_load_2d_multicast")
-            w(f"tma_load_2d_multicast(dst_, &tmB, full_ + 8 * s_, {origin}, (1u << CLUSTER) - 1);  // to every CTA")
+            mask = sum(1 << (cm * j) for j in range(cn))  # the CTAs of grid row 0
+            w(f"tma_load_2d_multicast({a_dst}, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {a_row}, {mask:#x}u << cta_m_);")
         else:
-            w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {origin});")
-        w.close()
-
-    def _load_split_columns(self, a: tuple[sympy.Expr, ...], b: tuple[sympy.Expr, ...]) -> None:
-        """One stage's boxes when CTA ``r`` takes columns ``r*CTA_N ..`` (``multicast="a"``): rows
-        ``r*BM/CLUSTER ..`` of A, multicast into every CTA of the cluster, and its own columns of B."""
-        w, (ar, ac), (br, bc) = self.w, a, b
-        self.templates.add("tma_load_2d_multicast")
-        w("const unsigned rowsA_ = cta_ * (CTA_M / CLUSTER);  // this CTA's share of A's rows, for every CTA")
-        w(
-            f"tma_load_2d_multicast(sA_ + s_ * A_STAGE * 2 + rowsA_ * BK * 2, &tmA, full_ + 8 * s_, "
-            f"{self.cxx(ac)}, {self.cxx(ar)} + rowsA_, (1u << CLUSTER) - 1);"
-        )
+            w(f"tma_load_2d({a_dst}, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {a_row});")
         w("#pragma unroll")
-        w("// this CTA's columns of B in 64-column chunks (one 128-byte swizzle span each)")
+        w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..")
         w.open("for (int c_ = 0; c_ < CTA_N / 64; ++c_)")
-        w("const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128;")
-        w(f"tma_load_2d(dst_, &tmB, full_ + 8 * s_, {self.cxx(bc)} + cta_ * CTA_N + 64 * c_, {self.cxx(br)});")
+        b_dst, b_col, b_row = "sB_ + s_ * B_STAGE * 2 + c_ * BK * 128", f"{self.cxx(bc)}", f"{self.cxx(br)}"
+        if cn > 1:
+            b_col += " + cta_n_ * CTA_N"
+        b_col += " + 64 * c_"
+        if cm > 1:
+            b_dst, b_row = b_dst + " + cta_m_ * (BK / CLUSTER_M) * 128", b_row + " + cta_m_ * (BK / CLUSTER_M)"
+            self.templates.add("tma_load_2d_multicast")
+            mask = "((1u << CLUSTER_M) - 1) << (cta_n_ * CLUSTER_M)"  # the CTAs of this grid column
+            w(f"tma_load_2d_multicast({b_dst}, &tmB, full_ + 8 * s_, {b_col}, {b_row}, {mask});")
+        else:
+            w(f"tma_load_2d({b_dst}, &tmB, full_ + 8 * s_, {b_col}, {b_row});")
         w.close()
 
     def _release(self, bar: str) -> str:

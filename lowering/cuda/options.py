@@ -7,8 +7,9 @@ from dataclasses import dataclass, replace
 __all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions", "warp_grid"]
 
 MAINLOOPS = ("auto", "wgmma", "mma")
-CLUSTERS = (0, 1, 2, 4)  # CTAs per workgroup on the wgmma path (0: the fewest that fit)
-MULTICASTS = ("b", "a")  # the operand a cluster's CTAs share: "b" splits the macro tile's rows, "a" its columns
+CLUSTERS = (0, 1, 2, 4, 8)  # CTAs per workgroup on the wgmma path (0: the fewest that fit)
+# the operands a cluster's CTAs share: "b" splits the macro tile's rows, "a" its columns, "ab" both (2 x cluster/2)
+MULTICASTS = ("b", "a", "ab")
 # the most dynamic shared memory one CTA may opt into, per nvcc target (sm_86, sm_89 and others: 99 KiB)
 SMEM_PER_CTA = {"sm_80": 163 << 10, "sm_87": 163 << 10, "sm_90": 227 << 10, "sm_90a": 227 << 10}
 WARP_TILE = 64 * 64  # fp16 mma path: a 64 x 64 warp tile is 128 fp32 accumulators per thread; larger ones spill
@@ -48,7 +49,10 @@ class CudaOptions:
     ``multicast`` (wgmma path, clusters of 2 or 4): the operand the CTAs of a cluster share. ``"b"`` (the
     default) as above; ``"a"``: CTA ``r`` computes columns ``[r*BN/cluster, (r+1)*BN/cluster)`` of the
     macro tile, loads ``BM/cluster`` of its rows of A and multicasts them to the others (cuBLAS's 1 x 2
-    clusters), and loads its own columns of B.
+    clusters), and loads its own columns of B. ``"ab"`` (clusters of 4 or 8) lays the CTAs out as a 2-D grid of
+    2 x ``cluster/2``: CTA ``(i, j)`` computes rows ``i*BM/2 ..`` and columns ``j*2*BN/cluster ..``; A's rows are
+    shared along a row of the grid and B's columns along a column, as in cuBLAS's 2 x 2 and 4 x 2 clusters, so
+    each CTA reads ``1/(cluster/2)`` of its A rows and half of its B columns from the L2.
 
     ``swap`` (wgmma path): compute ``D^T = B^T A^T``, as cuBLAS does with row-major operands. The wgmma
     instruction's 64-row side then runs along n (one consumer warpgroup per 64 columns of a CTA's tile) and
@@ -77,9 +81,13 @@ class CudaOptions:
         if not isinstance(self.fetch_step, int) or self.fetch_step < 0:
             raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
         if isinstance(self.cluster, bool) or self.cluster not in CLUSTERS:
-            raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1, 2 or 4, got {self.cluster!r}")
+            raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1, 2, 4 or 8, got {self.cluster!r}")
         if self.multicast not in MULTICASTS:
             raise ValueError(f"multicast must be one of {MULTICASTS}, got {self.multicast!r}")
+        if self.multicast == "ab" and self.cluster not in (0, 4, 8):
+            raise ValueError(
+                f"multicast='ab' lays a cluster out as 2 x cluster/2: cluster must be 0, 4 or 8, got {self.cluster!r}"
+            )
         if not (self.swap is None or isinstance(self.swap, bool)):
             raise ValueError(f"swap must be None (when the macro tile needs it), True or False, got {self.swap!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:

@@ -10,6 +10,7 @@ constexpr int BK = 32;
 constexpr int CLUSTER = 1;
 constexpr int CTA_M = 64;
 constexpr int CTA_N = 64;
+constexpr int CLUSTER_M = 1;
 constexpr int CONSUMERS = 1;
 constexpr int THREADS = 128;
 constexpr int BLOCK = 256;
@@ -156,6 +157,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     using namespace ctg;
     const int wg = blockIdx.x / CLUSTER;  // a workgroup is a cluster of CTAs
     [[maybe_unused]] const unsigned cta_ = 0;  // rank in the cluster
+    // this CTA's row and column in the cluster's grid of CTAs
+    [[maybe_unused]] const unsigned cta_m_ = cta_ % CLUSTER_M, cta_n_ = cta_ / CLUSTER_M;
     extern __shared__ __align__(1024) unsigned char smem_[];
     // the ring: STAGES x (A tile, B tile), 1024-byte aligned (swizzle atoms), the staged D boxes,
     // then full/empty mbarriers
@@ -197,12 +200,11 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
                         const int k = ((forK_sk + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m + cta_ * CTA_M);
+                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..
-                        for (int c_ = 0; c_ < BN / 64; ++c_) {
-                            const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;
-                            tma_load_2d(dst_, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k + cta_ * (BK / CLUSTER));
+                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
                         }
                     }
                     ++it_;
@@ -223,12 +225,11 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
                         const int k = ((forK_sk + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m + cta_ * CTA_M);
+                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..
-                        for (int c_ = 0; c_ < BN / 64; ++c_) {
-                            const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;
-                            tma_load_2d(dst_, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k + cta_ * (BK / CLUSTER));
+                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
                         }
                     }
                 }
@@ -299,12 +300,11 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
                         const int k = ((forK_dp + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m + cta_ * CTA_M);
+                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..
-                        for (int c_ = 0; c_ < BN / 64; ++c_) {
-                            const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;
-                            tma_load_2d(dst_, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k + cta_ * (BK / CLUSTER));
+                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
                         }
                     }
                     ++it_;
@@ -325,12 +325,11 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
                         const int k = ((forK_dp + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m + cta_ * CTA_M);
+                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_*BK/CLUSTER ..
-                        for (int c_ = 0; c_ < BN / 64; ++c_) {
-                            const unsigned dst_ = sB_ + s_ * B_STAGE * 2 + c_ * BK * 128 + cta_ * (BK / CLUSTER) * 128;
-                            tma_load_2d(dst_, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k + cta_ * (BK / CLUSTER));
+                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
                         }
                     }
                 }
@@ -340,7 +339,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     else {
         setmaxnreg_inc<CONSUMER_REGS>();
         const int tid_ = threadIdx.x - 128;
-        [[maybe_unused]] const int lane_ = tid_ & 31, warp_m_ = cta_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = 0;
+        [[maybe_unused]] const int lane_ = tid_ & 31;
+        [[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;
         unsigned it_ = 0;
         unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer
         float acc[NACC];
@@ -442,7 +442,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 }
                  {
                     const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows (columns, swapped) and named barrier
-                    const int i0_ = 64*m + cta_ * CTA_M + 64 * wgi_, j0_ = 64*n;
+                    const int i0_ = 64*m + cta_m_ * CTA_M + 64 * wgi_, j0_ = 64*n + cta_n_ * CTA_N;
                     #pragma unroll
                     for (int c_ = 0; c_ < CTA_N / 64; ++c_, ++box_) {
                         const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;
@@ -524,7 +524,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             }
              {
                 const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows (columns, swapped) and named barrier
-                const int i0_ = 64*m + cta_ * CTA_M + 64 * wgi_, j0_ = 64*n;
+                const int i0_ = 64*m + cta_m_ * CTA_M + 64 * wgi_, j0_ = 64*n + cta_n_ * CTA_N;
                 #pragma unroll
                 for (int c_ = 0; c_ < CTA_N / 64; ++c_, ++box_) {
                     const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;

@@ -112,12 +112,24 @@ def test_wgmma_clusters(shape, transform, tile, cluster):
 
 
 @pytest.mark.parametrize(
-    ("tile", "cluster"), [((128, 128, 64), 2), ((128, 256, 64), 2), ((64, 256, 32), 4), ((256, 128, 64), 2)], ids=str
+    ("tile", "cluster", "multicast"),
+    [
+        ((128, 128, 64), 2, "a"),
+        ((128, 256, 64), 2, "a"),
+        ((64, 256, 32), 4, "a"),
+        ((256, 128, 64), 2, "a"),
+        ((256, 256, 64), 4, "ab"),
+        ((128, 256, 32), 4, "ab"),
+        ((256, 512, 64), 8, "ab"),
+        ((288, 128, 64), 4, "ab"),
+    ],
+    ids=str,
 )
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
 @pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
-def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster):
-    """CTAs split the macro tile's columns and share A: partial tiles (CTAs whose columns are all past n)."""
+def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster, multicast):
+    """CTAs split the macro tile's columns and share A ("a"), or form a 2 x cluster/2 grid sharing A along its rows
+    and B along its columns ("ab"): partial tiles (CTAs whose rows or columns are all past m or n)."""
     m, n, k = shape
     A, B, C = operands(m, n, k, "float16")
     g = ctgraph.gemm(m, n, k, macro_tile=tile)
@@ -127,7 +139,7 @@ def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster):
         target="cuda",
         mainloop="wgmma",
         cluster=cluster,
-        multicast="a",
+        multicast=multicast,
         **({"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}),
     )
     D = kern(A, B, C, alpha=1.5, beta=0.5)
@@ -262,7 +274,7 @@ SANITIZE = textwrap.dedent("""
     A = np.ones((150, 72), np.float16); B = np.ones((72, 88), np.float16)  # rows of whole 16-byte vectors: TMA
     wgmma = [((64, 64, 32), 5, {}), ((128, 64, 32), 3, {"cluster": 2}), ((256, 64, 32), 2, {"cluster": 4}),
              ((64, 128, 32), 3, {"cluster": 2, "multicast": "a"}), ((40, 64, 32), 5, {}),
-             ((64, 128, 64), 3, {"swap": True})]
+             ((64, 128, 64), 3, {"swap": True}), ((128, 128, 32), 2, {"cluster": 4, "multicast": "ab"})]
     for t in ctgraph.TRANSFORMS:
         kern = ctgraph.compile(ctgraph.gemm(150, 88, 72, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
                                target="cuda", warps=4, stages=2)

@@ -97,10 +97,14 @@ def test_unknown_option():
         _ = cuda_kernel("streamk", bogus=1).source
 
 
-@pytest.mark.parametrize("cluster", [3, 8, True, -1])
+@pytest.mark.parametrize("cluster", [3, 16, True, -1])
 def test_cluster_sizes(cluster):
-    with pytest.raises(ValueError, match=r"cluster must be 0 .*, 1, 2 or 4"):
+    with pytest.raises(ValueError, match=r"cluster must be 0 .*, 1, 2, 4 or 8"):
         _ = cuda_kernel("streamk", mainloop="wgmma", cluster=cluster).source
+    with pytest.raises(
+        ValueError, match=r"multicast='ab' lays a cluster out as 2 x cluster/2: cluster must be 0, 4 or 8"
+    ):
+        _ = cuda_kernel("streamk", mainloop="wgmma", cluster=2, multicast="ab").source
 
 
 def test_workgroups_required_without_build():
@@ -251,7 +255,7 @@ def test_wgmma_refuses_tiles_it_cannot_run(tile, cluster):
         ((136, 320, 64), {}),  # five consumer warpgroups
         ((200, 256, 64), {}),  # 100 accumulators and the spare registers exceed four consumers' share
         ((72, 128, 64), {"cluster": 2}),  # 36 rows per CTA
-        ((136, 256, 64), {"cluster": 2, "multicast": "a"}),  # A's rows do not split into swizzle atoms
+        ((72, 128, 32), {"cluster": 8}),  # 9 rows per CTA
         ((128, 96, 64), {"swap": True}),  # 96 columns: no whole warpgroups
     ],
     ids=str,
@@ -269,6 +273,8 @@ def test_swapped_layout_refuses_tiles_it_cannot_run(tile, options):
         ((192, 128, 64), {"cluster": 2}, (96, 128)),
         ((144, 256, 64), {"cluster": 2, "multicast": "a"}, (144, 128)),
         ((128, 128, 64), {"swap": True}, (128, 128)),
+        ((136, 256, 64), {"cluster": 2, "multicast": "a"}, (136, 128)),  # A shared in two shares of 72 rows
+        ((240, 512, 64), {"cluster": 8, "multicast": "ab"}, (120, 128)),  # A in four shares of 32 rows
     ],
     ids=str,
 )
@@ -279,7 +285,9 @@ def test_swapped_layout(tile, options, ctas):
     assert L["SWAP"] == 1 and (L["CTA_M"], L["CTA_N"]) == ctas
     assert L["CONSUMERS"] == ctas[1] // 64 and L["NACC"] == ctas[0] // 2
     assert L["A_STAGE"] * 2 % 1024 == 0 and L["A_STAGE"] >= ctas[0] * tile[2]
-    assert L["STAGE_BYTES"] == (ctas[0] + ctas[1]) * tile[2] * 2
+    shares = L["CLUSTER_N"] * L["A_SHARE"]  # A's rows as the stage receives them: the last share may overlap
+    assert L["A_SHARE"] % 8 == 0 and ctas[0] <= shares < ctas[0] + 8 * L["CLUSTER_N"]
+    assert L["STAGE_BYTES"] == (shares + ctas[1]) * tile[2] * 2
     assert ctas[0] % L["D_ROWS"] == 0 and L["D_ROWS"] % 8 == 0
     assert (
         (L["FIX_CHUNKS"] - 1) * (L["FIX_EA"] + L["FIX_EB"]) < L["NACC"] <= L["FIX_CHUNKS"] * (L["FIX_EA"] + L["FIX_EB"])
@@ -358,9 +366,36 @@ def test_cluster_source_can_split_columns_and_multicast_a(transform, tile, clust
     src = kern.source
     lay = kern.program.layout
     assert (lay["CTA_M"], lay["CTA_N"], lay["WN"], lay["NACC"]) == (tile[0], 256 // cluster, cluster, 128 // cluster)
-    assert "warp_m_ = tid_ >> 5, warp_n_ = cta_;" in src  # CTA r is the warp grid's column r
+    assert "constexpr int CLUSTER_M = 1;" in src and f"constexpr int CLUSTER_N = {cluster};" in src  # CTA r: column r
     assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
     assert "multicast::cluster" in kern.ptx and f"m64n{256 // cluster}k16" in kern.ptx
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("tile", "cluster", "ctas"),
+    [((256, 256, 64), 4, (128, 128)), ((256, 512, 64), 8, (128, 128)), ((288, 128, 64), 4, (144, 64))],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_cluster_source_can_multicast_both_operands(transform, tile, cluster, ctas):
+    """``multicast="ab"``: a 2 x cluster/2 grid of CTAs; A's rows go to a grid row, B's columns to a grid column."""
+    kern = cuda_kernel(
+        transform,
+        tile=tile,
+        workgroups=1024,
+        mainloop="wgmma",
+        cluster=cluster,
+        multicast="ab",
+        **SPLITS.get(transform, {}),
+    )
+    src, lay = kern.source, kern.program.layout
+    assert (lay["CLUSTER_M"], lay["CLUSTER_N"], lay["CTA_M"], lay["CTA_N"]) == (2, cluster // 2, *ctas)
+    row = sum(1 << (2 * j) for j in range(cluster // 2))
+    assert f"{row:#x}u << cta_m_);" in src and "((1u << CLUSTER_M) - 1) << (cta_n_ * CLUSTER_M));" in src
+    assert src.count("tma_load_2d(") == 1  # the template's definition: every box is multicast
+    assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
+    assert "multicast::cluster" in kern.ptx
 
 
 def test_multicast_names_the_allowed_operands_and_layouts():
