@@ -647,8 +647,8 @@ class HopperCodegen(_Codegen):
             w("const unsigned rowsA_ = min(cta_n_ * A_SHARE, CTA_M - A_SHARE);  // this CTA's share of A's rows")
             a_dst, a_row = a_dst + " + rowsA_ * BK * 2", a_row + " + rowsA_"
             self.templates.add("tma_load_2d_multicast")
-            mask = sum(1 << (cm * j) for j in range(cn))  # the CTAs of grid row 0
-            w(f"tma_load_2d_multicast({a_dst}, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {a_row}, {mask:#x}u << cta_m_);")
+            row = sum(1 << (cm * j) for j in range(cn))  # the CTAs of grid row 0
+            w(f"tma_load_2d_multicast({a_dst}, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {a_row}, {row:#x}u << cta_m_);")
         else:
             w(f"tma_load_2d({a_dst}, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {a_row});")
         w("#pragma unroll")
@@ -661,8 +661,8 @@ class HopperCodegen(_Codegen):
         if cm > 1:
             b_dst, b_row = b_dst + " + cta_m_ * (BK / CLUSTER_M) * 128", b_row + " + cta_m_ * (BK / CLUSTER_M)"
             self.templates.add("tma_load_2d_multicast")
-            mask = "((1u << CLUSTER_M) - 1) << (cta_n_ * CLUSTER_M)"  # the CTAs of this grid column
-            w(f"tma_load_2d_multicast({b_dst}, &tmB, full_ + 8 * s_, {b_col}, {b_row}, {mask});")
+            column = "((1u << CLUSTER_M) - 1) << (cta_n_ * CLUSTER_M)"  # the CTAs of this grid column
+            w(f"tma_load_2d_multicast({b_dst}, &tmB, full_ + 8 * s_, {b_col}, {b_row}, {column});")
         else:
             w(f"tma_load_2d({b_dst}, &tmB, full_ + 8 * s_, {b_col}, {b_row});")
         w.close()
