@@ -18,7 +18,7 @@ import numpy as np
 
 from .model import GridModel, work
 from .passes import TRANSFORMS, pass_options
-from .tiles import CANDIDATES, TileCost
+from .tiles import CANDIDATES, TileCost, tile_layout
 
 __all__ = ["calibrate", "calibrate_tiles", "nnls"]
 
@@ -151,7 +151,11 @@ def calibrate_tiles(
 
     costs, rows = [], []
     for bm, bn, bk in candidates:
-        probe = ctgraph.compile(ctgraph.gemm(bm, bn, bk, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda")
+        cluster, multicast = tile_layout((bm, bn, bk)) or (0, None)  # 0: the fewest CTAs that fit
+        opts: dict[str, Any] = {"cluster": cluster, "multicast": multicast}
+        probe = ctgraph.compile(
+            ctgraph.gemm(bm, bn, bk, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda", **opts
+        )
         g, cluster = probe.workgroups, probe.program.layout.get("CLUSTER", 1)
         X, y = [], []
         for waves in (1, 2):
@@ -160,7 +164,7 @@ def calibrate_tiles(
                     tm, tn = _grid_shape(waves * g)
                     m, n, k = tm * bm, tn * bn - short, kt * bk - short
                     kern = ctgraph.compile(
-                        ctgraph.gemm(m, n, k, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda"
+                        ctgraph.gemm(m, n, k, macro_tile=(bm, bn, bk)), "dataparallel", target="cuda", **opts
                     )
                     A = torch.randn(m, k, device="cuda", dtype=torch.float16)
                     B = torch.randn(k, n, device="cuda", dtype=torch.float16)
@@ -176,5 +180,5 @@ def calibrate_tiles(
                     if progress:
                         print(f"{(bm, bn, bk)} {m}x{n}x{k} g={g}: {seconds * 1e6:8.1f} us", flush=True)
         launch, t0, c, c_unaligned = (float(v) for v in nnls(np.array(X, dtype=float), np.array(y)))
-        costs.append(TileCost((bm, bn, bk), launch, t0, c, cluster, c_unaligned, g))
+        costs.append(TileCost((bm, bn, bk), launch, t0, c, cluster, c_unaligned, g, multicast or "b"))
     return tuple(costs), rows

@@ -55,6 +55,9 @@ __all__ = [
     "FIXUP_BANDWIDTH",
     "FIXUP_LEVEL",
     "H100",
+    "LAYOUTS",
+    "REFERENCES",
+    "SWAP_2D_MIN_ROWS",
     "SWAP_MIN_ITERATIONS",
     "TileCost",
     "candidates",
@@ -66,6 +69,7 @@ __all__ = [
     "swapped_cost",
     "swapped_heights",
     "tile_cost",
+    "tile_layout",
 ]
 
 DEFAULT_TILE = (128, 128, 32)
@@ -84,14 +88,17 @@ CANDIDATES: tuple[tuple[int, int, int], ...] = (
     (64, 128, 64),
     (64, 64, 64),
 )
+# measured tiles whose cluster is not the fewest CTAs that share B: (CTAs, the operands they share)
+LAYOUTS: dict[tuple[int, int, int], tuple[int, str]] = {(256, 512, 64): (8, "ab")}
 
 
 @dataclass(frozen=True)
 class TileCost:
     """Measured costs of one macro tile on a loaded GPU, in seconds: ``launch`` per kernel, ``t0`` per output
     tile of a workgroup (pipeline fill, epilogue), ``c`` per K iteration with 128-byte aligned rows and
-    ``c_unaligned`` without (default ``c``); the SMs a workgroup occupies, and ``resident``: how many
-    workgroups the calibrated GPU held at once (default: one per ``sms_per_workgroup`` SMs)."""
+    ``c_unaligned`` without (default ``c``); the SMs a workgroup occupies, ``resident``: how many
+    workgroups the calibrated GPU held at once (default: one per ``sms_per_workgroup`` SMs), and the operands
+    its cluster's CTAs share (``multicast``, :class:`lowering.cuda.options.CudaOptions`)."""
 
     tile: tuple[int, int, int]
     launch: float
@@ -100,6 +107,7 @@ class TileCost:
     sms_per_workgroup: int = 1
     c_unaligned: float | None = None
     resident: int | None = None
+    multicast: str = "b"
 
     def workgroups(self, sms: int) -> int:
         """Workgroups at once on ``sms`` SMs: one per ``sms_per_workgroup``, at most ``resident``."""
@@ -112,8 +120,10 @@ class TileCost:
         tail = [str(self.sms_per_workgroup)]
         if self.c_unaligned is not None or self.resident is not None:
             tail.append("None" if self.c_unaligned is None else f"{self.c_unaligned * 1e6:.3f}e-6")
-        if self.resident is not None:
+        if self.resident is not None or self.multicast != "b":
             tail.append(str(self.resident))
+        if self.multicast != "b":
+            tail.append(repr(self.multicast))
         return f"TileCost({self.tile}, {', '.join(us + tail)}),"
 
     def per_iteration(self, n: int, k: int, itemsize: int = 2, load: float = 1.0) -> float:
@@ -145,6 +155,11 @@ H100: tuple[TileCost, ...] = (
     TileCost((64, 128, 64), 0.29e-6, 1.53e-6, 0.352e-6, 1, 0.677e-6, 132),
     TileCost((64, 64, 64), 1.94e-6, 0.73e-6, 0.299e-6, 1, 0.424e-6, 132),
 )
+
+# NOTE: measured tiles that only price swapped tiles (:func:`swapped_cost`), fitted the same way, 2026-11-24: 8 CTAs
+# as a 2 x 4 grid that shares A along its rows and B along its columns (multicast="ab"). As a candidate itself
+# the model took it on 18 corpus shapes, and it lost on 11 of them (docs/benchmarks.md).
+REFERENCES: tuple[TileCost, ...] = (TileCost((256, 512, 64), 3.19e-6, 1.21e-6, 0.389e-6, 8, 0.402e-6, 15, "ab"),)
 
 
 def parts_in_step(tiles: int, kt: int, g: int) -> list[int]:
@@ -190,60 +205,102 @@ def preferred_schedule(cost: TileCost, m: int, n: int, k: int, g: int) -> str | 
 
 
 def tile_cost(
-    macro_tile: tuple[int, int, int], cluster: int = 1, costs: tuple[TileCost, ...] = H100
+    macro_tile: tuple[int, int, int], cluster: int = 1, costs: tuple[TileCost, ...] = H100 + REFERENCES
 ) -> TileCost | None:
     """The measured costs of ``macro_tile`` run on clusters of ``cluster`` CTAs, if ``costs`` has them, or of a
-    swapped one-CTA tile (:func:`swapped_cost`)."""
+    swapped tile (:func:`swapped_cost`)."""
     bm, bn, bk = macro_tile
     measured = next((c for c in costs if c.tile == (bm, bn, bk) and c.sms_per_workgroup == cluster), None)
-    return measured or (swapped_cost((bm, bn, bk), costs) if cluster == 1 else None)
+    derived = measured or swapped_cost((bm, bn, bk), costs, tile_layout((bm, bn, bk), costs) or (1, "b"))
+    return derived if derived is not None and derived.sms_per_workgroup == cluster else None
 
 
 # NOTE: swapped tiles are priced from their bytes per K iteration; with few iterations the fixed costs the
 # prices extrapolate decide. On the H100 corpus (2026-11-24) they lost 1-12% on 9 of 10 shapes of 2-5 iterations
 # and gained up to 1.5x on shapes of 10 or more.
 SWAP_MIN_ITERATIONS = 6
+# NOTE: on 2-D clusters, swapped CTAs of 24-72 rows lost on 12 of 14 corpus shapes (up to 2.2x slower), those of
+# 80-248 rows gained on 13 of 18 (up to 1.49x: 232x7304x5176 0.61x -> 0.90x cuBLAS), H100, 2026-11-24.
+SWAP_2D_MIN_ROWS = 80
 
 
-def swapped_cost(macro_tile: tuple[int, int, int], costs: tuple[TileCost, ...] = H100) -> TileCost | None:
-    """Costs of a one-CTA tile whose BM is a multiple of 8 but not of 64: the wgmma path runs it swapped
-    (``D^T = B^T A^T``, :mod:`lowering.cuda.hopper`), with one consumer warpgroup per 64 columns. It is priced
-    from ``ref``, the measured one-CTA tile of the same BN and BK and the least BM above it (else the largest),
-    on the probes' finding that a CTA's K iteration is bound by the bytes it receives, and its epilogue by the
-    elements it stores::
+def swapped_cost(
+    macro_tile: tuple[int, int, int],
+    costs: tuple[TileCost, ...] = H100 + REFERENCES,
+    ref_layout: tuple[int, str] = (1, "b"),
+) -> TileCost | None:
+    """Costs of a tile whose CTAs' rows are a multiple of 8 but not of 64: the wgmma path runs it swapped
+    (``D^T = B^T A^T``, :mod:`lowering.cuda.hopper`), with one consumer warpgroup per 64 columns. It runs on the
+    cluster layout ``ref_layout`` (one CTA, or a ``2 x c/2`` grid, ``(c, "ab")``) and is priced from ``ref``,
+    the measured tile of that layout, the same BN and BK and the least CTA rows above its own (else the
+    most), on the probes' finding that a CTA's K iteration is bound by the bytes it receives, and its
+    epilogue by the elements it stores; with ``M``, ``N`` a CTA's rows and columns::
 
-        c  = ref.c  * (BM + BN) / (ref.BM + BN)        (likewise c_unaligned)
-        t0 = ref.t0 * BM / ref.BM
+        c  = ref.c  * (M + N) / (ref.M + N)        (likewise c_unaligned)
+        t0 = ref.t0 * M / ref.M
 
-    None where no such tile is measured, or where the accumulators outgrow a consumer thread's registers
-    (BN of 192 or 256, three or four warpgroups, hold BM <= 128)."""
+    None where no such tile is measured, where the accumulators outgrow a consumer thread's registers (192 or 256
+    columns, three or four warpgroups, hold 128 rows at most), or where a 2-D cluster's CTAs would hold fewer than
+    :data:`SWAP_2D_MIN_ROWS` rows."""
     bm, bn, bk = macro_tile
-    if bm % 8 or bm % 64 == 0 or not 8 <= bm <= 256 or bn % 64 or bn > 256 or (bn > 128 and bm > 128):
+    cluster, multicast = ref_layout
+    if multicast not in ("b", "ab") or (multicast == "b") != (cluster == 1):
         return None
-    refs = sorted((c for c in costs if c.sms_per_workgroup == 1 and c.tile[1:] == (bn, bk)), key=lambda c: c.tile[0])
-    ref = next((c for c in refs if c.tile[0] > bm), refs[-1] if refs else None)
+    grid_m, grid_n = (1, 1) if cluster == 1 else (2, cluster // 2)
+    rows, cols = bm // grid_m, bn // grid_n
+    if bm % grid_m or bn % grid_n or rows % 8 or rows % 64 == 0 or not 8 <= rows <= 256 or cols % 64 or cols > 256:
+        return None
+    if (cols > 128 and rows > 128) or (cluster > 1 and rows < SWAP_2D_MIN_ROWS):
+        return None
+    layout = [c for c in costs if (c.sms_per_workgroup, c.multicast) == ref_layout and c.tile[1:] == (bn, bk)]
+    refs = sorted(layout, key=lambda c: c.tile[0])
+    ref = next((c for c in refs if c.tile[0] // grid_m > rows), refs[-1] if refs else None)
     if ref is None:
         return None
-    rows, scale = bm / ref.tile[0], (bm + bn) / (ref.tile[0] + bn)
+    ref_rows = ref.tile[0] // grid_m
+    scale = (rows + cols) / (ref_rows + cols)
     unaligned = None if ref.c_unaligned is None else ref.c_unaligned * scale
-    return TileCost(macro_tile, ref.launch, ref.t0 * rows, ref.c * scale, 1, unaligned, ref.resident)
+    return TileCost(
+        macro_tile, ref.launch, ref.t0 * rows / ref_rows, ref.c * scale, cluster, unaligned, ref.resident, multicast
+    )
 
 
-def swapped_heights(m: int) -> list[int]:
-    """BM for ``m`` rows in ``t = 1 .. 4`` rows of tiles, each a multiple of 8 up to 256 that is not a multiple
-    of 64 (those the measured tiles cover): ``8 * ceil(m / 8t)``."""
-    heights = (8 * -(-m // (8 * t)) for t in range(1, 5))
-    return sorted({h for h in heights if h <= 256 and h % 64}, reverse=True)
+def swapped_heights(m: int, grid_m: int = 1) -> list[int]:
+    """BM for ``m`` rows in ``t = 1 .. 4`` rows of tiles whose ``grid_m`` CTAs each take a multiple of 8 rows up to
+    256, not a multiple of 64 (those the measured tiles cover): ``grid_m * 8 * ceil(m / (8 * grid_m * t))``."""
+    heights = (grid_m * 8 * -(-m // (8 * grid_m * t)) for t in range(1, 5))
+    return sorted({h for h in heights if h // grid_m <= 256 and h // grid_m % 64}, reverse=True)
 
 
-def candidates(m: int, k: int, costs: tuple[TileCost, ...] = H100) -> list[TileCost]:
+def candidates(
+    m: int, k: int, costs: tuple[TileCost, ...] = H100, references: tuple[TileCost, ...] = REFERENCES
+) -> list[TileCost]:
     """The tiles :func:`choose_tile` weighs for ``m`` rows and depth ``k``: ``costs``' and, where a tile has at
     least :data:`SWAP_MIN_ITERATIONS` K iterations, the swapped tiles that fit ``m`` (:func:`swapped_heights`) in
-    the widths of ``costs``' one-CTA tiles (:func:`swapped_cost`)."""
-    widths = sorted({(c.tile[1], c.tile[2]) for c in costs if c.sms_per_workgroup == 1}, reverse=True)
-    heights = swapped_heights(m) if all(k >= SWAP_MIN_ITERATIONS * bk for _, bk in widths) else []
-    swapped = (swapped_cost((bm, bn, bk), costs) for bm in heights for bn, bk in widths)
+    the widths and layouts of the one-CTA and 2-D cluster tiles of ``costs`` and ``references``
+    (:func:`swapped_cost`)."""
+    measured = costs + references
+    refs = sorted({(c.tile[1], c.tile[2], c.sms_per_workgroup, c.multicast) for c in measured}, reverse=True)
+    refs = [r for r in refs if (r[2], r[3]) == (1, "b") or r[3] == "ab"]
+    swapped = [
+        swapped_cost((bm, bn, bk), measured, (cluster, multicast))
+        for bn, bk, cluster, multicast in refs
+        if k >= SWAP_MIN_ITERATIONS * bk
+        for bm in swapped_heights(m, 1 if cluster == 1 else 2)
+    ]
     return [*costs, *(c for c in swapped if c is not None)]
+
+
+def tile_layout(
+    macro_tile: tuple[int, int, int], costs: tuple[TileCost, ...] = H100 + REFERENCES
+) -> tuple[int, str] | None:
+    """``(cluster, multicast)`` that ``macro_tile`` was measured or priced on where that is not the fewest CTAs
+    that share B (:data:`LAYOUTS`, or a swapped tile on a 2-D cluster); None otherwise."""
+    bm, bn, bk = macro_tile
+    if (bm, bn, bk) in LAYOUTS:
+        return LAYOUTS[bm, bn, bk]
+    layouts = sorted({(c.sms_per_workgroup, c.multicast) for c in costs if c.multicast == "ab"})
+    return next((lay for lay in layouts if swapped_cost((bm, bn, bk), costs, lay) is not None), None)
 
 
 def choose_tile(

@@ -63,6 +63,7 @@ import re
 import sympy
 
 from ctgraph import control as C
+from ctgraph.tiles import tile_layout
 
 from .codegen import _Codegen
 from .options import CLUSTERS, CudaOptions
@@ -123,12 +124,18 @@ def accumulator_budget(consumers: int) -> int:
 def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
     """Tile constants of the wgmma kernel; ``ValueError`` when the macro tile does not fit it.
 
-    A workgroup runs on ``CLUSTER = opts.cluster`` CTAs (``0``: the fewest that fit), each owning
+    A workgroup runs on ``CLUSTER = opts.cluster`` CTAs (``0``: the fewest that fit; with ``multicast=None``
+    first the layout the tile model measured or priced the tile on, :func:`ctgraph.tiles.tile_layout`), each owning
     ``CTA_M = BM/CLUSTER`` rows of the macro tile, split over ``c = CTA_M/64`` consumer warpgroups (1 to 4).
     Every consumer thread holds ``BN/2`` fp32 accumulators, which must fit its share of registers
     (:func:`accumulator_budget`): ``BN <= 256`` for ``CTA_M <= 128``, ``BN <= 192`` for ``CTA_M = 192``,
     ``BN <= 128`` for ``CTA_M = 256``.
     """
+    if opts.multicast is None:  # the layout the tile model measured or priced this tile on, else B shared
+        measured = tile_layout(macro_tile)
+        use = measured if measured is not None and opts.cluster in (0, measured[0]) else (opts.cluster, "b")
+        cluster, multicast = use
+        return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster, multicast=multicast))
     if opts.cluster == 0:  # the fewest CTAs the tile fits on; when it fits none, one CTA's error
         errors = []
         for cluster in CLUSTERS[1:]:

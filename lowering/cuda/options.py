@@ -46,13 +46,15 @@ class CudaOptions:
     well into the GPCs (30 resident on a 132-SM H100, against 66 of 2). The mma path ignores it (one
     CTA per workgroup).
 
-    ``multicast`` (wgmma path, clusters of 2 or 4): the operand the CTAs of a cluster share. ``"b"`` (the
-    default) as above; ``"a"``: CTA ``r`` computes columns ``[r*BN/cluster, (r+1)*BN/cluster)`` of the
+    ``multicast`` (wgmma path, clusters of 2, 4 or 8): the operands the CTAs of a cluster share. ``"b"`` as
+    above; ``"a"``: CTA ``r`` computes columns ``[r*BN/cluster, (r+1)*BN/cluster)`` of the
     macro tile, loads ``BM/cluster`` of its rows of A and multicasts them to the others (cuBLAS's 1 x 2
     clusters), and loads its own columns of B. ``"ab"`` (clusters of 4 or 8) lays the CTAs out as a 2-D grid of
     2 x ``cluster/2``: CTA ``(i, j)`` computes rows ``i*BM/2 ..`` and columns ``j*2*BN/cluster ..``; A's rows are
     shared along a row of the grid and B's columns along a column, as in cuBLAS's 2 x 2 and 4 x 2 clusters, so
-    each CTA reads ``1/(cluster/2)`` of its A rows and half of its B columns from the L2.
+    each CTA reads ``1/(cluster/2)`` of its A rows and half of its B columns from the L2. ``None`` (the default):
+    with ``cluster=0``, the layout the tile model measured or priced the macro tile on
+    (:func:`ctgraph.tiles.tile_layout`, e.g. 8 CTAs sharing both operands for 256 x 512), else ``"b"``.
 
     ``swap`` (wgmma path): compute ``D^T = B^T A^T``, as cuBLAS does with row-major operands. The wgmma
     instruction's 64-row side then runs along n (one consumer warpgroup per 64 columns of a CTA's tile) and
@@ -68,7 +70,7 @@ class CudaOptions:
     fetch_step: int = 1  # k16 mma steps before the next stage's loads start (measured best, docs/benchmarks.md)
     mainloop: str = "auto"
     cluster: int = 0
-    multicast: str = "b"
+    multicast: str | None = None  # None: the layout ctgraph.tiles measured the macro tile on, else "b"
     swap: bool | None = None  # None: when a CTA's rows are not a multiple of 64
 
     def __post_init__(self) -> None:
@@ -82,7 +84,7 @@ class CudaOptions:
             raise ValueError(f"fetch_step must be a nonnegative integer, got {self.fetch_step!r}")
         if isinstance(self.cluster, bool) or self.cluster not in CLUSTERS:
             raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1, 2, 4 or 8, got {self.cluster!r}")
-        if self.multicast not in MULTICASTS:
+        if self.multicast is not None and self.multicast not in MULTICASTS:
             raise ValueError(f"multicast must be one of {MULTICASTS}, got {self.multicast!r}")
         if self.multicast == "ab" and self.cluster not in (0, 4, 8):
             raise ValueError(

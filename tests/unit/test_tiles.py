@@ -17,6 +17,9 @@ from ctgraph.tiles import (
     FIXUP_BANDWIDTH,
     FIXUP_LEVEL,
     H100,
+    LAYOUTS,
+    REFERENCES,
+    SWAP_2D_MIN_ROWS,
     SWAP_MIN_ITERATIONS,
     TileCost,
     candidates,
@@ -28,6 +31,7 @@ from ctgraph.tiles import (
     swapped_cost,
     swapped_heights,
     tile_cost,
+    tile_layout,
 )
 
 
@@ -136,10 +140,12 @@ def test_the_unaligned_penalty_shrinks_with_the_load():
 def test_unaligned_big_gemms_get_a_multicasting_cluster():
     """On the H100 a cluster of 4 CTAs, each reading a quarter of B, loses little to unaligned rows; aligned
     big GEMMs keep clusters of 2, which pack all 132 SMs (clusters of 4 only 120)."""
-    for shape in ((2384, 3888, 7592), (4968, 3752, 2056), (1408, 1560, 7000)):
+    for shape in ((2384, 3888, 7592), (4968, 3752, 2056)):
         tile = choose_tile(*shape)
         assert next(c for c in H100 if c.tile == tile).sms_per_workgroup == 4, shape
     assert choose_tile(4096, 4096, 4096) == choose_tile(8192, 8192, 8192) == (256, 256, 64)
+    # few rows and both operands off the lines: a 2 x 4 cluster of swapped 120 x 128 CTAs sharing A and B
+    assert choose_tile(232, 7304, 5176) == (240, 512, 64) and tile_layout((240, 512, 64)) == (8, "ab")
 
 
 def test_clusters_that_do_not_pack_the_gpu_count_what_is_resident():
@@ -178,20 +184,34 @@ def test_swapped_tiles_are_priced_from_the_measured_tile_of_their_width():
 def test_swapped_tiles_need_enough_k_iterations_to_be_weighed():
     few, enough = (SWAP_MIN_ITERATIONS - 1) * 64, SWAP_MIN_ITERATIONS * 64
     assert candidates(176, few) == list(H100)
-    assert {c.tile for c in candidates(176, enough)} - set(CANDIDATES) == {
-        (bm, bn, 64) for bm in (176, 88, 48) for bn in (64, 128, 192, 256) if bn <= 128 or bm <= 128
-    }
-    assert choose_tile(176, 4080, 3376) == (88, 64, 64)  # 128 tiles in one wave (cuBLAS: 64 x 88 in its D^T)
+    one_cta = {(bm, bn, 64) for bm in (176, 88, 48) for bn in (64, 128, 192, 256) if bn <= 128 or bm <= 128}
+    assert {c.tile for c in candidates(176, enough)} - set(CANDIDATES) == one_cta | {(176, 512, 64)}
+    assert choose_tile(168, 920, 760) == (48, 64, 64)  # 60 tiles, where 64 x 64 made 45
 
 
-@given(st.integers(1, 300))
+@given(st.integers(1, 600))
 def test_every_swapped_candidate_runs_swapped_on_the_wgmma_path(m):
+    """On the layout it was priced on: one CTA, or a 2 x 4 grid of CTAs that share both operands."""
     from lowering.cuda.hopper import hopper_layout
     from lowering.cuda.options import CudaOptions
 
     for cost in candidates(m, 1 << 16)[len(H100) :]:
         lay = hopper_layout(cost.tile, "float16", CudaOptions(mainloop="wgmma"))
-        assert lay["SWAP"] == 1 and lay["CLUSTER"] == cost.sms_per_workgroup == 1
+        assert lay["SWAP"] == 1 and lay["CLUSTER"] == cost.sms_per_workgroup
+        assert (lay["CLUSTER_M"], cost.multicast) in ((1, "b"), (2, "ab")) and lay["CTA_M"] >= 8
+        assert tile_cost(cost.tile, cost.sms_per_workgroup) == cost
+
+
+def test_references_price_swapped_tiles_but_are_not_candidates():
+    ref = REFERENCES[0]
+    assert (ref.tile, ref.sms_per_workgroup, ref.multicast) == ((256, 512, 64), 8, "ab") and ref.tile not in CANDIDATES
+    assert LAYOUTS[ref.tile] == tile_layout(ref.tile) == (8, "ab") and tile_cost(ref.tile, 8) == ref
+    cost = swapped_cost((240, 512, 64), ref_layout=(8, "ab"))  # CTAs of 120 x 128, against the reference's 128 x 128
+    assert cost.c == pytest.approx(ref.c * (120 + 128) / 256) and cost.resident == 15 and cost.multicast == "ab"
+    rows = SWAP_2D_MIN_ROWS - 8
+    assert swapped_cost((2 * rows, 512, 64), ref_layout=(8, "ab")) is None  # too few rows per CTA
+    assert swapped_cost((2 * rows, 512, 64)) is None  # no one-CTA tile is 512 wide
+    assert ref.line() == "TileCost((256, 512, 64), 3.19e-6, 1.21e-6, 0.389e-6, 8, 0.402e-6, 15, 'ab'),"
 
 
 def test_float32_keeps_the_default_tile():
