@@ -249,10 +249,9 @@ class CudaProgram:
         return ops["out"].obj
 
     def _tensor_maps(self, a: int, b: int, d: int) -> list[Any]:
-        """TMA descriptors of A (boxes of one CTA's rows x BK), B (boxes of BK/CLUSTER k-rows x 64 columns:
-        one 128-byte swizzle span; each CTA of a cluster loads its share of the k-rows for all of them; with
-        ``multicast="a"``, A's boxes are a 1/CLUSTER share of its rows and B's are whole BK) and
-        D (boxes of D_ROWS rows x 64 columns, stored from shared memory)."""
+        """TMA descriptors of A (boxes of A_SHARE rows x BK: a CTA's share of the rows its cluster's grid row
+        needs), B (boxes of BK/CLUSTER_M k-rows x 64 columns, one 128-byte swizzle span: a CTA's share of the
+        k-rows its grid column needs) and D (boxes of D_ROWS rows x 64 columns, stored from shared memory)."""
         from .driver import tensor_map
 
         p, lay = self.kernel.problem, self.layout_of("wgmma")

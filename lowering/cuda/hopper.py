@@ -125,11 +125,11 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     """Tile constants of the wgmma kernel; ``ValueError`` when the macro tile does not fit it.
 
     A workgroup runs on ``CLUSTER = opts.cluster`` CTAs (``0``: the fewest that fit; with ``multicast=None``
-    first the layout the tile model measured or priced the tile on, :func:`ctgraph.tiles.tile_layout`), each owning
-    ``CTA_M = BM/CLUSTER`` rows of the macro tile, split over ``c = CTA_M/64`` consumer warpgroups (1 to 4).
-    Every consumer thread holds ``BN/2`` fp32 accumulators, which must fit its share of registers
-    (:func:`accumulator_budget`): ``BN <= 256`` for ``CTA_M <= 128``, ``BN <= 192`` for ``CTA_M = 192``,
-    ``BN <= 128`` for ``CTA_M = 256``.
+    first the layout the tile model measured or priced the tile on, :func:`ctgraph.tiles.tile_layout`), a
+    ``CLUSTER_M x CLUSTER_N`` grid of CTAs that each own ``CTA_M x CTA_N`` of the macro tile, split over ``c =
+    CTA_M/64`` consumer warpgroups (1 to 4; swapped, ``CTA_N/64``). Every consumer thread holds ``CTA_N/2``
+    (swapped: ``CTA_M/2``) fp32 accumulators, which must fit its share of registers (:func:`accumulator_budget`):
+    ``CTA_N <= 256`` for ``CTA_M <= 128``, ``CTA_N <= 192`` for ``CTA_M = 192``, ``CTA_N <= 128`` for ``CTA_M = 256``.
     """
     if opts.multicast is None:  # the layout the tile model measured or priced this tile on, else B shared
         measured = tile_layout(macro_tile)
@@ -167,7 +167,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     a_stage = -(-cta_m * bk // 512) * 512  # A's region rounded up to 1024 bytes: B's swizzle atoms stay aligned
     barriers = 16 * MAX_STAGES
     staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
-    stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // (a_stage * 2 + bk * cta_n * 2))
+    stride = a_stage * 2 + bk * cta_n * 2  # one ring stage's bytes of shared memory
+    stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stride)
     fix_a, fix_b = (cta_m * bk * 2 // (4 * 128 * consumers), bk * cta_n * 2 // (4 * 128 * consumers))
     return {
         "BM": bm,
@@ -204,10 +205,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "D_ROWS": max(r for r in range(8, 65, 8) if cta_m % r == 0),
         "D_STAGE": 64 * 64,  # halves of one staging buffer
         "D_BUFFERS": D_BUFFERS,
-        "SMEM_BYTES": 1024
-        + stages * (a_stage * 2 + bk * cta_n * 2)
-        + staging
-        + barriers,  # + slack to align the ring to 1024 bytes
+        "SMEM_BYTES": 1024 + stages * stride + staging + barriers,  # + slack to align the ring to 1024 bytes
     }
 
 

@@ -53,8 +53,8 @@ class CudaOptions:
     2 x ``cluster/2``: CTA ``(i, j)`` computes rows ``i*BM/2 ..`` and columns ``j*2*BN/cluster ..``; A's rows are
     shared along a row of the grid and B's columns along a column, as in cuBLAS's 2 x 2 and 4 x 2 clusters, so
     each CTA reads ``1/(cluster/2)`` of its A rows and half of its B columns from the L2. ``None`` (the default):
-    with ``cluster=0``, the layout the tile model measured or priced the macro tile on
-    (:func:`ctgraph.tiles.tile_layout`, e.g. 8 CTAs sharing both operands for 256 x 512), else ``"b"``.
+    the layout the tile model measured or priced the macro tile on (:func:`ctgraph.tiles.tile_layout`, e.g. 8 CTAs
+    sharing both operands for 240 x 512) where ``cluster`` is 0 or that layout's, else ``"b"``.
 
     ``swap`` (wgmma path): compute ``D^T = B^T A^T``, as cuBLAS does with row-major operands. The wgmma
     instruction's 64-row side then runs along n (one consumer warpgroup per 64 columns of a CTA's tile) and
@@ -85,7 +85,9 @@ class CudaOptions:
         if isinstance(self.cluster, bool) or self.cluster not in CLUSTERS:
             raise ValueError(f"cluster must be 0 (the fewest CTAs that fit), 1, 2, 4 or 8, got {self.cluster!r}")
         if self.multicast is not None and self.multicast not in MULTICASTS:
-            raise ValueError(f"multicast must be one of {MULTICASTS}, got {self.multicast!r}")
+            raise ValueError(
+                f"multicast must be None (the tile's measured layout) or one of {MULTICASTS}, got {self.multicast!r}"
+            )
         if self.multicast == "ab" and self.cluster not in (0, 4, 8):
             raise ValueError(
                 f"multicast='ab' lays a cluster out as 2 x cluster/2: cluster must be 0, 4 or 8, got {self.cluster!r}"
