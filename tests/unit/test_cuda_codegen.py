@@ -366,10 +366,8 @@ def test_cluster_source_can_split_columns_and_multicast_a(transform, tile, clust
     src = kern.source
     lay = kern.program.layout
     assert (lay["CTA_M"], lay["CTA_N"], lay["WN"], lay["NACC"]) == (tile[0], 256 // cluster, cluster, 128 // cluster)
-    assert (lay["CLUSTER_M"], lay["CLUSTER_N"]) == (
-        1,
-        cluster,
-    ) and "constexpr int CLUSTER_M = 1;" in src  # CTA r: column r
+    assert (lay["CLUSTER_M"], lay["CLUSTER_N"]) == (1, cluster)  # CTA r: the grid's column r
+    assert "constexpr int CLUSTER_M = 1;" in src
     assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
     assert "multicast::cluster" in kern.ptx and f"m64n{256 // cluster}k16" in kern.ptx
 
