@@ -33,6 +33,13 @@ candidate tile on 38 corpus shapes and checked on 40 held-out shapes. Pricing St
 (the sweeps' Stream-K re-timed on those grids) took the model's tile from 0.768x to 0.818x cuBLAS on 12
 long-K shapes, for 0.754x -> 0.747x on the 38 and 0.803x -> 0.800x on the held-out (docs/benchmarks.md).
 
+Besides the measured tiles, the candidates (:func:`candidates`) include **swapped** tiles, which the wgmma
+path runs as ``D^T = B^T A^T`` so that a CTA's rows may be any multiple of 8: BM fits m in one to four rows of
+tiles (:func:`swapped_heights`), on one CTA or on a 2 x 4 grid of CTAs that share A and B (``multicast="ab"``), and
+each is priced from a measured tile of its width and layout by the bytes a K step brings its CTAs
+(:func:`swapped_cost`; the 2-D grid's measured tile is a reference only, :data:`REFERENCES`). The layout a tile was
+priced on is the one it runs on (:func:`tile_layout`).
+
 :func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile).
 For a shape the tuning table does not know, ``transform="auto"`` asks :func:`preferred_schedule` first:
 whether to split K at all, and whether as the two-tile schedule (:func:`ctgraph.policy.select`).
