@@ -287,8 +287,8 @@ def candidates(
     the widths and layouts of the one-CTA and 2-D cluster tiles of ``costs`` and ``references``
     (:func:`swapped_cost`)."""
     measured = costs + references
+    # swapped_cost takes only the one-CTA and 2-D layouts of these
     refs = sorted({(c.tile[1], c.tile[2], c.sms_per_workgroup, c.multicast) for c in measured}, reverse=True)
-    refs = [r for r in refs if (r[2], r[3]) == (1, "b") or r[3] == "ab"]
     swapped = [
         swapped_cost((bm, bn, bk), measured, (cluster, multicast))
         for bn, bk, cluster, multicast in refs

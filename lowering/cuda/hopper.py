@@ -133,8 +133,9 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     """
     if opts.multicast is None:  # the layout the tile model measured or priced this tile on, else B shared
         measured = tile_layout(macro_tile)
-        use = measured if measured is not None and opts.cluster in (0, measured[0]) else (opts.cluster, "b")
-        cluster, multicast = use
+        if measured is None or opts.cluster not in (0, measured[0]):
+            measured = (opts.cluster, "b")
+        cluster, multicast = measured
         return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster, multicast=multicast))
     if opts.cluster == 0:  # the fewest CTAs the tile fits on; when it fits none, one CTA's error
         errors = []
@@ -645,7 +646,7 @@ class HopperCodegen(_Codegen):
         it shares with; overlapping shares write the same bytes twice, and ``STAGE_BYTES`` counts both."""
         w, L, (ar, ac), (br, bc) = self.w, self.L, a, b
         cm, cn = L["CLUSTER_M"], L["CLUSTER_N"]
-        a_dst, a_row = "sA_ + s_ * A_STAGE * 2", f"{self.cxx(ar)}"
+        a_dst, a_row = "sA_ + s_ * A_STAGE * 2", self.cxx(ar)
         if cm > 1:
             a_row += " + cta_m_ * CTA_M"
         if cn > 1:
@@ -659,7 +660,7 @@ class HopperCodegen(_Codegen):
         w("#pragma unroll")
         w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..")
         w.open("for (int c_ = 0; c_ < CTA_N / 64; ++c_)")
-        b_dst, b_col, b_row = "sB_ + s_ * B_STAGE * 2 + c_ * BK * 128", f"{self.cxx(bc)}", f"{self.cxx(br)}"
+        b_dst, b_col, b_row = "sB_ + s_ * B_STAGE * 2 + c_ * BK * 128", self.cxx(bc), self.cxx(br)
         if cn > 1:
             b_col += " + cta_n_ * CTA_N"
         b_col += " + 64 * c_"
