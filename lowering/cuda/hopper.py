@@ -170,7 +170,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
     stride = a_stage * 2 + bk * cta_n * 2  # one ring stage's bytes of shared memory
     stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stride)
-    fix_a, fix_b = (cta_m * bk * 2 // (4 * 128 * consumers), bk * cta_n * 2 // (4 * 128 * consumers))
+    # accumulators per consumer thread that one stage's A and B regions hold, in whole float4s of the workspace
+    fix_a, fix_b = (x * 2 // (4 * 128 * consumers) // 4 * 4 for x in (cta_m * bk, bk * cta_n))
     return {
         "BM": bm,
         "BN": bn,
@@ -197,8 +198,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "SWIZZLE": swizzle_bytes(bk),
         "PRODUCER_REGS": producer_regs,
         "CONSUMER_REGS": consumer_regs,
-        # a partial tile through the ring: each stage's A and B regions hold FIX_EA and FIX_EB of every consumer
-        # thread's accumulators (thread-major, as in the workspace), FIX_CHUNKS stages the whole partial
+        # a partial tile through the ring: each stage's A and B regions hold FIX_EA and FIX_EB (multiples of 4) of
+        # every consumer thread's accumulators (laid out as in the workspace), FIX_CHUNKS stages the whole partial
         "FIX_EA": fix_a,
         "FIX_EB": fix_b,
         "FIX_CHUNKS": -(-(side_n // 2) // (fix_a + fix_b)),
@@ -403,7 +404,33 @@ class HopperCodegen(_Codegen):
         if self.role == "consumer":
             getattr(super(), f"_{type(node).__name__}")(tag, node)
 
-    _ZeroAccumulator = _StorePartial = _consumer_only
+    _ZeroAccumulator = _consumer_only
+
+    # NOTE: the workspace holds a partial as float4s, thread-major: accumulators 4q .. 4q+3 of consumer thread t at
+    # float4 q*THREADS + t. One 16-byte store per four accumulators: the scalar stores of the thread-major layout
+    # moved a 128 x 256 CTA's 128 KB partial at ~16 bytes per clock (.gpu/fix2.py, 4096^3, H100). Accumulators
+    # [e0, e0 + 4j) of every thread stay one contiguous run, which is what the ring's bulk copies take.
+
+    def _StorePartial(self, tag: int, node: C.StorePartial) -> None:
+        if self.role != "consumer":
+            return
+        self.w.open("")
+        self.w(f"float4* ws_ = reinterpret_cast<float4*>({self._slot(node.slot)});")
+        self.w("#pragma unroll")
+        self.w("for (int q_ = 0; q_ < NACC / 4; ++q_)")
+        self.w("    ws_[q_ * THREADS + tid_] = make_float4(acc[4*q_], acc[4*q_ + 1], acc[4*q_ + 2], acc[4*q_ + 3]);")
+        self.w.close()
+
+    def _add_partial_from_registers(self, node: C.AccumulatePartial) -> None:
+        """``acc += partial`` straight from the workspace (a kernel without a ring: split-K's reduction)."""
+        self.w.open("")
+        self.w(f"const float4* ws_ = reinterpret_cast<const float4*>({self._slot(node.slot)});")
+        self.w("#pragma unroll")
+        self.w.open("for (int q_ = 0; q_ < NACC / 4; ++q_)")
+        self.w("const float4 v_ = ws_[q_ * THREADS + tid_];")
+        self.w("acc[4 * q_] += v_.x; acc[4 * q_ + 1] += v_.y; acc[4 * q_ + 2] += v_.z; acc[4 * q_ + 3] += v_.w;")
+        self.w.close()
+        self.w.close()
 
     # --- the fixup: another workgroup's partial comes to the consumers through the ring ----------------
     #
@@ -432,14 +459,15 @@ class HopperCodegen(_Codegen):
 
     def _AccumulatePartial(self, tag: int, node: C.AccumulatePartial) -> None:
         if not self._loads_below(self.tag):
-            self._consumer_only(tag, node)
+            if self.role == "consumer":
+                self._add_partial_from_registers(node)
         elif self.role == "producer":
             self._produce_partial(node)
         else:
             self._consume_partial(node)
 
     def _produce_partial(self, node: C.AccumulatePartial) -> None:
-        """Copy the partial, ``THREADS x NACC`` floats thread-major, into the next FIX_CHUNKS ring stages:
+        """Copy the partial, ``THREADS x NACC`` floats as float4s thread-major, into the next FIX_CHUNKS ring stages:
         accumulators ``[c*(FIX_EA+FIX_EB), +FIX_EA)`` into stage ``c``'s A region, the next FIX_EB into B's."""
         w = self.w
         self.templates |= {"mbar_wait", "mbar_expect_tx", "bulk_load"}
@@ -464,17 +492,19 @@ class HopperCodegen(_Codegen):
         """``acc += partial`` from the FIX_CHUNKS ring stages the producer fills; each warpgroup releases a
         stage once all its threads have read it."""
         w = self.w
-        self.templates |= {"mbar_wait", "ld_shared_f32"}
+        self.templates |= {"mbar_wait", "ld_shared_v4_f32"}
         w.open("")
         w("#pragma unroll")
         w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_)")
         w("const unsigned s_ = it_ % STAGES;")
         w("mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed")
         w("#pragma unroll")
-        w.open("for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; ++e_)")
-        w("const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + tid_) * 4")
-        w("                                 : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + tid_) * 4;")
-        w("acc[c_ * (FIX_EA + FIX_EB) + e_] += ld_shared_f32(at_);")
+        w.open("for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4)")
+        w("const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4")
+        w("                                 : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + 4 * tid_) * 4;")
+        w("const float4 v_ = ld_shared_v4_f32(at_);")
+        w("const int q_ = c_ * (FIX_EA + FIX_EB) + e_;")
+        w("acc[q_] += v_.x; acc[q_ + 1] += v_.y; acc[q_ + 2] += v_.z; acc[q_ + 3] += v_.w;")
         w.close()
         w("bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage")
         w(self._release("empty_ + 8 * s_"))
@@ -548,13 +578,18 @@ class HopperCodegen(_Codegen):
 
     def _stage_box(self, node: C.Epilogue | None, row: str, col: str) -> None:
         """Write box ``c_`` of this thread's accumulators, ``alpha*acc`` (``+ beta*C`` where ``node`` gives C's
-        address and mask), as fp16 into staging buffer ``buf_`` in TMA's 128-byte swizzle."""
+        address and mask), as fp16 into staging buffer ``buf_`` in TMA's 128-byte swizzle. Each ``stmatrix.x4``
+        stores two 8-column groups ``g, g+1`` of the warp's 16 rows as four 8 x 8 matrices (rows 0-7 and 8-15 of
+        ``g``, then of ``g+1``: accumulators ``4g .. 4g+7`` in pairs); thread ``8i + j`` addresses row ``j`` of
+        matrix ``i``: row ``16w + 8*(i%2) + j``, 16-byte unit ``g%8 + i/2`` of its 128-byte row."""
         w = self.w
-        self.templates.add("st_shared_b32")
+        self.templates.add("stmatrix_x4")
         w("#pragma unroll")
-        w.open("for (int q_ = 0; q_ < 32; q_ += 2)")
-        w("const int e_ = 32 * c_ + q_;")
-        w("const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;")
+        w.open("for (int p_ = 0; p_ < 4; ++p_)")
+        w("unsigned h_[4];")
+        w("#pragma unroll")
+        w.open("for (int x_ = 0; x_ < 4; ++x_)")
+        w("const int e_ = 32 * c_ + 8 * p_ + 2 * x_;")
         w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
         if node is not None:
             i, j = node.row, node.col
@@ -562,9 +597,11 @@ class HopperCodegen(_Codegen):
             w(f"const int c_at_ = {self.cxx(node.address)};")
             w(f"if ({self.cxx(node.mask)}) v0_ += beta * __half2float(C[c_at_]);")
             w(f"if ({self.cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[c_at_ + 1]);")
-        w("const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));")
-        w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;")
-        w("st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));")
+        w("const __half2 h2_ = __floats2half2_rn(v0_, v1_);")
+        w("h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);")
+        w.close()
+        w("const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);")
+        w("stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);")
         w.close()
 
     def _stage_box_swapped(self, node: C.Epilogue | None, row: str, col: str) -> None:

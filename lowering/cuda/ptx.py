@@ -152,10 +152,11 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
 __device__ __forceinline__ void fence_proxy_async_global() {
     asm volatile("fence.proxy.async.global;\\n" ::: "memory");
 }""",
-    "ld_shared_f32": """
-__device__ __forceinline__ float ld_shared_f32(unsigned addr) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];\\n" : "=f"(v) : "r"(addr));
+    "ld_shared_v4_f32": """
+__device__ __forceinline__ float4 ld_shared_v4_f32(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
     return v;
 }""",
     # TMA store: the box at shared address `src` to (c0 = column, c1 = row) of the tensor map; the parts of
@@ -179,9 +180,12 @@ template <int N> __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
 }""",
-    "st_shared_b32": """
-__device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
-    asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"(addr), "r"(v) : "memory");
+    # store four 8 x 8 b16 matrices: thread t's register i holds row t/4, columns 2*(t%4) and +1 of matrix i
+    # (the mma fragment); row j of matrix i goes to the 16 bytes at thread 8*i + j's address
+    "stmatrix_x4": """
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\\n"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }""",
     # store two 8 x 8 b16 matrices transposed: thread t's registers hold row t/4, columns 2*(t%4) and +1 of
     # each (the mma fragment); row j of matrix i goes to the 16 bytes at thread 8*i + j's address

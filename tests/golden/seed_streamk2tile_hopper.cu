@@ -94,9 +94,10 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
 __device__ __forceinline__ void fence_proxy_async_global() {
     asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
-__device__ __forceinline__ float ld_shared_f32(unsigned addr) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+__device__ __forceinline__ float4 ld_shared_v4_f32(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
     return v;
 }
 __device__ __forceinline__ void tma_store_2d(const void* map, unsigned src, int c0, int c1) {
@@ -112,8 +113,9 @@ template <int N> __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-__device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
-    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {
     const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
@@ -400,10 +402,12 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                             const unsigned s_ = it_ % STAGES;
                             mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
                             #pragma unroll
-                            for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; ++e_) {
-                                const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + tid_) * 4
-                                                                 : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + tid_) * 4;
-                                acc[c_ * (FIX_EA + FIX_EB) + e_] += ld_shared_f32(at_);
+                            for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4) {
+                                const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4
+                                                                 : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + 4 * tid_) * 4;
+                                const float4 v_ = ld_shared_v4_f32(at_);
+                                const int q_ = c_ * (FIX_EA + FIX_EB) + e_;
+                                acc[q_] += v_.x; acc[q_ + 1] += v_.y; acc[q_ + 2] += v_.z; acc[q_ + 3] += v_.w;
                             }
                             bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage
                             if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * s_);
@@ -411,9 +415,10 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                 }
                  {
-                    float* ws_ = workspace + (size_t)(wg) * (BM * BN) + cta_ * (THREADS * NACC);
+                    float4* ws_ = reinterpret_cast<float4*>(workspace + (size_t)(wg) * (BM * BN) + cta_ * (THREADS * NACC));
                     #pragma unroll
-                    for (int e_ = 0; e_ < NACC; ++e_) ws_[e_ * THREADS + tid_] = acc[e_];
+                    for (int q_ = 0; q_ < NACC / 4; ++q_)
+                        ws_[q_ * THREADS + tid_] = make_float4(acc[4*q_], acc[4*q_ + 1], acc[4*q_ + 2], acc[4*q_ + 3]);
                 }
                 bar_sync(1, THREADS);  // every thread's partial is written before the release
                 if (tid_ == 0) red_release_add(flags + (wg) * CLUSTER + cta_, 1u);
@@ -428,10 +433,12 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                                     const unsigned s_ = it_ % STAGES;
                                     mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
                                     #pragma unroll
-                                    for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; ++e_) {
-                                        const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + tid_) * 4
-                                                                         : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + tid_) * 4;
-                                        acc[c_ * (FIX_EA + FIX_EB) + e_] += ld_shared_f32(at_);
+                                    for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4) {
+                                        const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4
+                                                                         : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + 4 * tid_) * 4;
+                                        const float4 v_ = ld_shared_v4_f32(at_);
+                                        const int q_ = c_ * (FIX_EA + FIX_EB) + e_;
+                                        acc[q_] += v_.x; acc[q_ + 1] += v_.y; acc[q_ + 2] += v_.z; acc[q_ + 3] += v_.w;
                                     }
                                     bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage
                                     if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * s_);
@@ -450,28 +457,36 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         bar_sync(bar_, 128);
                         if (beta != 0.f) {
                             #pragma unroll
-                            for (int q_ = 0; q_ < 32; q_ += 2) {
-                                const int e_ = 32 * c_ + q_;
-                                const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
-                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                                const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                                const int c_at_ = N*(i + 64*m) + j + 64*n;
-                                if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
-                                if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
-                                const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
-                                const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
-                                st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                            for (int p_ = 0; p_ < 4; ++p_) {
+                                unsigned h_[4];
+                                #pragma unroll
+                                for (int x_ = 0; x_ < 4; ++x_) {
+                                    const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                    float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                                    const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
+                                    const int c_at_ = N*(i + 64*m) + j + 64*n;
+                                    if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
+                                    if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
+                                    const __half2 h2_ = __floats2half2_rn(v0_, v1_);
+                                    h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
+                                }
+                                const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                                stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
                             }
                         }
                         else {
                             #pragma unroll
-                            for (int q_ = 0; q_ < 32; q_ += 2) {
-                                const int e_ = 32 * c_ + q_;
-                                const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
-                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                                const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
-                                const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
-                                st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                            for (int p_ = 0; p_ < 4; ++p_) {
+                                unsigned h_[4];
+                                #pragma unroll
+                                for (int x_ = 0; x_ < 4; ++x_) {
+                                    const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                    float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                                    const __half2 h2_ = __floats2half2_rn(v0_, v1_);
+                                    h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
+                                }
+                                const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                                stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
                             }
                         }
                         fence_proxy_async();  // the box is visible to TMA
@@ -532,28 +547,36 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     bar_sync(bar_, 128);
                     if (beta != 0.f) {
                         #pragma unroll
-                        for (int q_ = 0; q_ < 32; q_ += 2) {
-                            const int e_ = 32 * c_ + q_;
-                            const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
-                            float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                            const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                            const int c_at_ = N*(i + 64*m) + j + 64*n;
-                            if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
-                            if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
-                            const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
-                            const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
-                            st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                        for (int p_ = 0; p_ < 4; ++p_) {
+                            unsigned h_[4];
+                            #pragma unroll
+                            for (int x_ = 0; x_ < 4; ++x_) {
+                                const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                                const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
+                                const int c_at_ = N*(i + 64*m) + j + 64*n;
+                                if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
+                                if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
+                                const __half2 h2_ = __floats2half2_rn(v0_, v1_);
+                                h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
+                            }
+                            const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                            stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
                         }
                     }
                     else {
                         #pragma unroll
-                        for (int q_ = 0; q_ < 32; q_ += 2) {
-                            const int e_ = 32 * c_ + q_;
-                            const int r_ = (tid_ & 127) / 32 * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), u_ = (e_ / 4) % 8;
-                            float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                            const __half2 h_ = __halves2half2(__float2half(v0_), __float2half(v1_));
-                            const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4) + (lane_ & 3) * 4;
-                            st_shared_b32(at_, *reinterpret_cast<const unsigned*>(&h_));
+                        for (int p_ = 0; p_ < 4; ++p_) {
+                            unsigned h_[4];
+                            #pragma unroll
+                            for (int x_ = 0; x_ < 4; ++x_) {
+                                const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
+                                const __half2 h2_ = __floats2half2_rn(v0_, v1_);
+                                h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
+                            }
+                            const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                            stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
                         }
                     }
                     fence_proxy_async();  // the box is visible to TMA

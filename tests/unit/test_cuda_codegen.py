@@ -202,13 +202,17 @@ def test_hopper_partials_reach_the_consumers_through_the_ring(transform):
     wait = producer.index("ld_acquire(flags")
     assert wait < producer.index("fence_proxy_async_global();") < producer.index("bulk_load(", wait)
     assert "st_relaxed(flags" in producer and "+= ws_[" not in consumers
-    assert "ld_acquire" not in consumers and "ld_shared_f32" in consumers and "red_release_add" in consumers
+    assert "ld_acquire" not in consumers and "ld_shared_v4_f32" in consumers and "red_release_add" in consumers
 
 
-@pytest.mark.parametrize("tile", [(64, 64, 32), (128, 256, 64), (256, 128, 32), (192, 192, 64), (512, 256, 64)])
+@pytest.mark.parametrize(
+    "tile", [(64, 64, 32), (128, 256, 64), (256, 128, 32), (192, 192, 64), (512, 256, 64), (120, 128, 64), (72, 64, 64)]
+)
 def test_hopper_partial_fits_its_ring_stages(tile):
-    """FIX_CHUNKS stages hold every accumulator of every consumer thread, each region within its stage."""
+    """FIX_CHUNKS stages hold every accumulator of every consumer thread, each region within its stage, in whole
+    float4s of the workspace's layout."""
     L = hopper_layout(tile, "float16", CudaOptions(mainloop="wgmma"))
+    assert L["NACC"] % 4 == 0 and L["FIX_EA"] % 4 == 0 and L["FIX_EB"] % 4 == 0 and L["FIX_EA"] + L["FIX_EB"] > 0
     assert L["FIX_EA"] * L["THREADS"] * 4 <= L["A_STAGE"] * 2 and L["FIX_EB"] * L["THREADS"] * 4 <= L["B_STAGE"] * 2
     per_stage = L["FIX_EA"] + L["FIX_EB"]
     assert (L["FIX_CHUNKS"] - 1) * per_stage < L["NACC"] <= L["FIX_CHUNKS"] * per_stage
@@ -219,7 +223,7 @@ def test_hopper_epilogue_reads_c_only_when_beta_is_not_zero():
     src = cuda_kernel("streamk2tile", tile=(128, 128, 64), mainloop="wgmma").source
     with_c, without_c = src.split("if (beta != 0.f) {")[1].split("fence_proxy_async();")[0].split("else {")
     assert "C[c_at_]" in with_c and "C[" not in without_c and "c_at_" not in without_c
-    assert "st_shared_b32" in with_c and "st_shared_b32" in without_c
+    assert "stmatrix_x4" in with_c and "stmatrix_x4" in without_c
 
 
 def test_golden_hopper_cu():
