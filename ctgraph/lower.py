@@ -19,16 +19,24 @@ Fixup -- the one choice of who writes a shared tile (:data:`OWNER`): **the split
 (seed 004). A workgroup's range is contiguous, so only its *first* tile can start past k == 0: each
 workgroup produces at most one partial per section, kept in workspace slot ``wg`` with flag ``wg``, and
 the senders of a tile are the workgroups ``owner+1 .. last`` right after its owner. They add up in a
-binomial tree over workgroup ids (:func:`fixup_parent`), so the owner's wait is ``O(log P)`` partials deep
-for ``P`` senders instead of ``P``::
+tree of radix ``R =`` :data:`FIXUP_RADIX` over workgroup ids (:func:`fixup_parent`), so the owner's wait is
+``O(log_R P)`` partials deep for ``P`` senders instead of ``P``::
 
-    parent(q) = q - lowbit(q)   if that is a sender of the same tile, else the owner
+    parent(q) = q with its lowest nonzero base-R digit cleared   if that is a sender of the tile, else the owner
 
-    sender q:  for s = 1, 2, 4, ... while 2s divides q and q + s is a sender:  acc += partial[q + s]
+    sender q:  for s = 1, R, R^2, ... while R*s divides q:
+                   for c = q + s, q + 2s, .. < q + R*s while c is a sender:   acc += partial[c]
                partial[q] = acc; flag[q] = 1
-    owner o:   for s = 1, 2, 4, ... < workgroups:  r = o - o % 2s + s  (the sender with lowest set bit s
-               in (o, o + s]; there is one iff o % 2s < s): if r is a sender, acc += partial[r]
+    owner o:   for s = 1, R, R^2, ... < workgroups:
+                   for r = o - o % s + s, + s, .. not a multiple of R*s, while r is a sender:   acc += partial[r]
                write D
+
+The owner's roots at level ``s`` are the senders whose parent, ``o - o % (R*s)``, is not above ``o``: the
+multiples of ``s`` in ``(o, o - o % (R*s) + R*s)``. They grow along both loops, so the first one that is not a
+sender ends the walk. A level costs a store, a flag round trip and a load of each child's partial, and the
+store and round trip cost more than a load (the H100: ~2400 clocks to publish a 64 x 128 partial, ~300 to
+load it), so a radix of 4 beats a binary tree where many parts of a tile end together (Stream-K on fewer
+tiles than workgroups: 1.03-1.07x on five long-K shapes, docs/benchmarks.md).
 
 Every sender is added exactly once, by its parent, after waiting for its flag; the order is fixed, so
 results are bit-identical from run to run. Waits only point at higher workgroup ids of the same tile,
@@ -50,15 +58,28 @@ from .params import bindings, parametrize
 from .passes.common import output_tile_numbers
 from .schedule import Section, section_walk, sections, tile_coords
 
-__all__ = ["OWNER", "fixup_dependencies", "fixup_parent", "launch_grids", "lower_to_control", "partial_slots"]
+__all__ = [
+    "FIXUP_RADIX",
+    "OWNER",
+    "fixup_dependencies",
+    "fixup_parent",
+    "launch_grids",
+    "lower_to_control",
+    "partial_slots",
+]
 
 OWNER = "first split (holds k == 0)"
+FIXUP_RADIX = 4  # children per node of the fixup tree at each level (see the module docstring)
 
 
 def fixup_parent(sender: int, owner: int, senders: set[int]) -> int:
-    """The workgroup that adds ``sender``'s partial: ``sender - lowbit(sender)`` when that is one of the
-    tile's ``senders`` above ``owner``, else the owner (see the module docstring)."""
-    parent = sender - (sender & -sender) if sender > 0 else owner
+    """The workgroup that adds ``sender``'s partial: ``sender`` with its lowest nonzero base-:data:`FIXUP_RADIX`
+    digit cleared, when that is one of the tile's ``senders`` above ``owner``, else the owner (see the module
+    docstring)."""
+    level = 1
+    while sender > 0 and sender % (FIXUP_RADIX * level) == 0:
+        level *= FIXUP_RADIX
+    parent = sender - sender % (FIXUP_RADIX * level)
     return parent if parent > owner and parent in senders else owner
 
 
@@ -211,23 +232,29 @@ def _lower_section(
         cg.add(C.AccumulatePartial(theirs), parent)
         cg.add(C.Signal(theirs, 0), parent)
 
+    r = FIXUP_RADIX
     send = cg.add(C.If(sympy.Ne(k0, 0)), outer)
-    child = index(f"child{sfx}")
-    kids = sympy.And(sympy.Eq(Mod(wg, 2 * (child - wg)), 0), shares(child))
-    collect(cg.add(C.ForLoop(child, wg + 1, kids, child - wg), send), child)
+    stride, child = index(f"stride{sfx}"), index(f"child{sfx}")
+    # a sender's children: wg + j*stride (j = 1 .. r-1) for stride = 1, r, r^2, ... while r*stride divides wg
+    strides = C.ForLoop(
+        stride, sympy.Integer(1), sympy.And(sympy.Eq(Mod(wg, r * stride), 0), shares(wg + stride)), (r - 1) * stride
+    )
+    kids = C.ForLoop(child, wg + stride, sympy.And(sympy.Lt(child, wg + r * stride), shares(child)), stride)
+    collect(cg.add(kids, cg.add(strides, send)), child)
     cg.add(C.StorePartial(slot), send)
     cg.add(C.Signal(slot, 1), send)
     own = cg.add(C.If(sympy.Eq(k0, 0)), outer)
-    level = index(f"level{sfx}")
-    top = wg - Mod(wg, 2 * level) + level
-    parent = sympy.Lt(Mod(wg, 2 * level), level)
-    # NOTE: at the levels where wg is a parent, wg % (2*level) = wg % level and top is the next multiple of
-    # level above wg: non-decreasing as level doubles. The first such top that does not share the tile lies
-    # past it, and so do all later ones, so the walk stops there (instead of testing all log2(workgroups)
-    # levels); inside the loop, a parent's top shares the tile.
-    walk = sympy.And(sympy.Lt(level, workgroups), sympy.Or(sympy.Not(parent), shares(top)))
+    level, root = index(f"level{sfx}"), index(f"root{sfx}")
+    # NOTE: the owner's roots at a level are the multiples of it above wg and below the next multiple of
+    # r*level; the first is top, the next multiple of level above wg. wg has roots at this level unless its
+    # base-r digit there is r-1 (then top is a multiple of r*level). Roots grow along the walk, so the first
+    # one that does not share the tile ends it (instead of testing every level up to the workgroup count).
+    top = wg - Mod(wg, level) + level
+    has_roots = sympy.Lt(Mod(wg, r * level), (r - 1) * level)
+    walk = sympy.And(sympy.Lt(level, workgroups), sympy.Or(sympy.Not(has_roots), shares(top)))
+    roots = C.ForLoop(root, top, sympy.And(sympy.Ne(Mod(root, r * level), 0), shares(root)), level)
     # NOTE: after the K loop fk is this workgroup's iteration count on the tile; an owner that ran all
     # |k tiles| of them shares the tile with nobody and skips the walk (one compare instead of a sender test).
     shared = cg.add(C.If(sympy.Lt(fk, g.size(tc.k))), own)
-    collect(cg.add(C.If(parent), cg.add(C.ForLoop(level, sympy.Integer(1), walk, level), shared)), top)
+    collect(cg.add(roots, cg.add(C.ForLoop(level, sympy.Integer(1), walk, (r - 1) * level), shared)), root)
     cg.add(epilogue, own)

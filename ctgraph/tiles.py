@@ -28,7 +28,10 @@ a tile has one partial to add. With fewer, the grid-size model runs Stream-K on 
 each tile cut into ``s`` parts whose workgroups read K in step (:func:`parts_in_step`,
 :func:`ctgraph.model.k_aligned`); the ``s`` parts add their fp32 partials up a tree ``log2(s)`` deep and
 the tile's owner adds the last one: each level is a serial store, flag and load of one CTA's partial tile.
-``FIXUP_LEVEL`` and ``FIXUP_BANDWIDTH`` (and the square root above) were fitted to a sweep of every
+The fixup tree now has radix 4 (:data:`ctgraph.lower.FIXUP_RADIX`), ``ceil(log4(s))`` levels of up to
+three partials each; the model keeps the binary tree's ``log2(s)`` levels that its constants were fitted
+with (a re-fit with ``calibrate --tiles`` is what would change them). ``FIXUP_LEVEL`` and
+``FIXUP_BANDWIDTH`` (and the square root above) were fitted to a sweep of every
 candidate tile on 38 corpus shapes and checked on 40 held-out shapes. Pricing Stream-K as parts in step
 (the sweeps' Stream-K re-timed on those grids) took the model's tile from 0.768x to 0.818x cuBLAS on 12
 long-K shapes, for 0.754x -> 0.747x on the 38 and 0.803x -> 0.800x on the held-out (docs/benchmarks.md).

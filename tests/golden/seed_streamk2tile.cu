@@ -94,6 +94,8 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
     int level_sk = 0;
     int m = 0;
     int n = 0;
+    int root_sk = 0;
+    int stride_sk = 0;
     float acc[NACC];
     for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
         m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
@@ -211,19 +213,21 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
             __syncthreads();
         }
         if (kStart != 0) {
-            for (child_sk = wg + 1; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += child_sk - wg) {
-                if (tid_ == 0) {
-                    unsigned spins_ = 0, limit_ = 16777216u;
-                    while (ld_acquire(flags + (child_sk)) != 1u)
-                        if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+            for (stride_sk = 1; ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) == m && (wg % (4*stride_sk)) == 0 && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(stride_sk + wg) < numTilesSK && numSKTilesPerWG*(stride_sk + wg) < totalTiles && stride_sk + wg < numWGs && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) < numTilesM; stride_sk += 3*stride_sk) {
+                for (child_sk = stride_sk + wg; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk < 4*stride_sk + wg && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += stride_sk) {
+                    if (tid_ == 0) {
+                        unsigned spins_ = 0, limit_ = 16777216u;
+                        while (ld_acquire(flags + (child_sk)) != 1u)
+                            if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                    }
+                    __syncthreads();
+                     {
+                        const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN);
+                        #pragma unroll
+                        for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
+                    }
+                    if (tid_ == 0) st_relaxed(flags + (child_sk), 0u);  // reset for the next launch
                 }
-                __syncthreads();
-                 {
-                    const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN);
-                    #pragma unroll
-                    for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
-                }
-                if (tid_ == 0) st_relaxed(flags + (child_sk), 0u);  // reset for the next launch
             }
              {
                 float* ws_ = workspace + (size_t)(wg) * (BM * BN);
@@ -235,20 +239,20 @@ extern "C" __global__ void __launch_bounds__(ctg::THREADS, 1) ctgraph_gemm(
         }
         if (kStart == 0) {
             if (forK_sk < numTilesK) {
-                for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM || (wg % (2*level_sk)) >= level_sk) && level_sk < numWGs; level_sk += level_sk) {
-                    if ((wg % (2*level_sk)) < level_sk) {
+                for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < totalTiles && level_sk + wg - ((wg % level_sk)) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) < numTilesM || (wg % (4*level_sk)) >= 3*level_sk) && level_sk < numWGs; level_sk += 3*level_sk) {
+                    for (root_sk = level_sk + wg - ((wg % level_sk)); ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*root_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && root_sk < numWGs && numSKTilesPerWG*root_sk < numTilesSK && numSKTilesPerWG*root_sk < totalTiles && ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) < numTilesM && (root_sk % (4*level_sk)) != 0; root_sk += level_sk) {
                         if (tid_ == 0) {
                             unsigned spins_ = 0, limit_ = 16777216u;
-                            while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk))))) != 1u)
+                            while (ld_acquire(flags + (root_sk)) != 1u)
                                 if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
                         }
                         __syncthreads();
                          {
-                            const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN);
+                            const float* ws_ = workspace + (size_t)(root_sk) * (BM * BN);
                             #pragma unroll
                             for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];
                         }
-                        if (tid_ == 0) st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))), 0u);  // reset for the next launch
+                        if (tid_ == 0) st_relaxed(flags + (root_sk), 0u);  // reset for the next launch
                     }
                 }
             }

@@ -191,6 +191,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             int level_sk = 0;
             int m = 0;
             int n = 0;
+            int root_sk = 0;
+            int stride_sk = 0;
             for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
                 m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
                 n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
@@ -236,43 +238,45 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                 }
                 if (kStart != 0) {
-                    for (child_sk = wg + 1; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += child_sk - wg) {
-                         {
-                            unsigned spins_ = 0, limit_ = 16777216u;
-                            while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
-                                if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
-                        }
-                        fence_proxy_async_global();  // the partial it released is read by the bulk copies
-                         {
-                            const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
-                            #pragma unroll 1
-                            for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
-                                const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
-                                if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
-                                const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
-                                const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
-                                mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
-                                bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);
-                                if (eb_ > 0) {
-                                    bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);
+                    for (stride_sk = 1; ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) == m && (wg % (4*stride_sk)) == 0 && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(stride_sk + wg) < numTilesSK && numSKTilesPerWG*(stride_sk + wg) < totalTiles && stride_sk + wg < numWGs && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) < numTilesM; stride_sk += 3*stride_sk) {
+                        for (child_sk = stride_sk + wg; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk < 4*stride_sk + wg && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += stride_sk) {
+                             {
+                                unsigned spins_ = 0, limit_ = 16777216u;
+                                while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
+                                    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                            }
+                            fence_proxy_async_global();  // the partial it released is read by the bulk copies
+                             {
+                                const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
+                                #pragma unroll 1
+                                for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
+                                    const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
+                                    if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                                    const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
+                                    const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
+                                    mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
+                                    bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);
+                                    if (eb_ > 0) {
+                                        bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);
+                                    }
                                 }
                             }
+                            st_relaxed(flags + (child_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
                         }
-                        st_relaxed(flags + (child_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
                     }
                 }
                 if (kStart == 0) {
                     if (forK_sk < numTilesK) {
-                        for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM || (wg % (2*level_sk)) >= level_sk) && level_sk < numWGs; level_sk += level_sk) {
-                            if ((wg % (2*level_sk)) < level_sk) {
+                        for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < totalTiles && level_sk + wg - ((wg % level_sk)) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) < numTilesM || (wg % (4*level_sk)) >= 3*level_sk) && level_sk < numWGs; level_sk += 3*level_sk) {
+                            for (root_sk = level_sk + wg - ((wg % level_sk)); ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*root_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && root_sk < numWGs && numSKTilesPerWG*root_sk < numTilesSK && numSKTilesPerWG*root_sk < totalTiles && ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) < numTilesM && (root_sk % (4*level_sk)) != 0; root_sk += level_sk) {
                                  {
                                     unsigned spins_ = 0, limit_ = 16777216u;
-                                    while (ld_acquire(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_) != 1u)
+                                    while (ld_acquire(flags + (root_sk) * CLUSTER + cta_) != 1u)
                                         if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
                                 }
                                 fence_proxy_async_global();  // the partial it released is read by the bulk copies
                                  {
-                                    const float* ws_ = workspace + (size_t)(level_sk + wg - ((wg % (2*level_sk)))) * (BM * BN) + cta_ * (THREADS * NACC);
+                                    const float* ws_ = workspace + (size_t)(root_sk) * (BM * BN) + cta_ * (THREADS * NACC);
                                     #pragma unroll 1
                                     for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
                                         const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
@@ -286,7 +290,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                                         }
                                     }
                                 }
-                                st_relaxed(flags + (level_sk + wg - ((wg % (2*level_sk)))) * CLUSTER + cta_, 0u);  // reset for the next launch
+                                st_relaxed(flags + (root_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
                             }
                         }
                     }
@@ -355,6 +359,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         int level_sk = 0;
         int m = 0;
         int n = 0;
+        int root_sk = 0;
+        int stride_sk = 0;
         for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
             m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
             n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
@@ -395,22 +401,24 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
             }
             if (kStart != 0) {
-                for (child_sk = wg + 1; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && (wg % (2*child_sk - 2*wg)) == 0 && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += child_sk - wg) {
-                     {
-                        #pragma unroll
-                        for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
-                            const unsigned s_ = it_ % STAGES;
-                            mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
+                for (stride_sk = 1; ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) == m && (wg % (4*stride_sk)) == 0 && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(stride_sk + wg) < numTilesSK && numSKTilesPerWG*(stride_sk + wg) < totalTiles && stride_sk + wg < numWGs && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) < numTilesM; stride_sk += 3*stride_sk) {
+                    for (child_sk = stride_sk + wg; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk < 4*stride_sk + wg && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += stride_sk) {
+                         {
                             #pragma unroll
-                            for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4) {
-                                const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4
-                                                                 : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + 4 * tid_) * 4;
-                                const float4 v_ = ld_shared_v4_f32(at_);
-                                const int q_ = c_ * (FIX_EA + FIX_EB) + e_;
-                                acc[q_] += v_.x; acc[q_ + 1] += v_.y; acc[q_ + 2] += v_.z; acc[q_ + 3] += v_.w;
+                            for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
+                                const unsigned s_ = it_ % STAGES;
+                                mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
+                                #pragma unroll
+                                for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4) {
+                                    const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4
+                                                                     : sB_ + s_ * B_STAGE * 2 + ((e_ - FIX_EA) * THREADS + 4 * tid_) * 4;
+                                    const float4 v_ = ld_shared_v4_f32(at_);
+                                    const int q_ = c_ * (FIX_EA + FIX_EB) + e_;
+                                    acc[q_] += v_.x; acc[q_ + 1] += v_.y; acc[q_ + 2] += v_.z; acc[q_ + 3] += v_.w;
+                                }
+                                bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage
+                                if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * s_);
                             }
-                            bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage
-                            if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * s_);
                         }
                     }
                 }
@@ -425,8 +433,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             }
             if (kStart == 0) {
                 if (forK_sk < numTilesK) {
-                    for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) < totalTiles && level_sk + wg - ((wg % (2*level_sk))) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % (2*level_sk)))) / numTilesK) / numTilesN) < numTilesM || (wg % (2*level_sk)) >= level_sk) && level_sk < numWGs; level_sk += level_sk) {
-                        if ((wg % (2*level_sk)) < level_sk) {
+                    for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < totalTiles && level_sk + wg - ((wg % level_sk)) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) < numTilesM || (wg % (4*level_sk)) >= 3*level_sk) && level_sk < numWGs; level_sk += 3*level_sk) {
+                        for (root_sk = level_sk + wg - ((wg % level_sk)); ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*root_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && root_sk < numWGs && numSKTilesPerWG*root_sk < numTilesSK && numSKTilesPerWG*root_sk < totalTiles && ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) < numTilesM && (root_sk % (4*level_sk)) != 0; root_sk += level_sk) {
                              {
                                 #pragma unroll
                                 for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ctgraph
-from ctgraph.lower import fixup_dependencies
+from ctgraph.lower import FIXUP_RADIX, fixup_dependencies
 from lowering.cpu import run_order
 
 SHAPE = (45, 50, 27)  # m, n, k: partial tiles everywhere
@@ -255,14 +255,35 @@ def test_run_order_fabricated_chain():
 @pytest.mark.parametrize(
     ("owner", "senders", "parents"),
     [
-        (0, range(1, 13), {1: 0, 2: 0, 3: 2, 4: 0, 5: 4, 6: 4, 7: 6, 8: 0, 9: 8, 10: 8, 11: 10, 12: 8}),
-        (5, range(6, 14), {6: 5, 7: 6, 8: 5, 9: 8, 10: 8, 11: 10, 12: 8, 13: 12}),
+        (0, range(1, 13), {1: 0, 2: 0, 3: 0, 4: 0, 5: 4, 6: 4, 7: 4, 8: 0, 9: 8, 10: 8, 11: 8, 12: 0}),
+        (5, range(6, 14), {6: 5, 7: 5, 8: 5, 9: 8, 10: 8, 11: 8, 12: 5, 13: 12}),
         (3, range(4, 5), {4: 3}),
+        (
+            0,
+            range(1, 21),
+            {
+                **dict.fromkeys((1, 2, 3, 4, 8, 12, 16), 0),
+                5: 4,
+                6: 4,
+                7: 4,
+                9: 8,
+                10: 8,
+                11: 8,
+                13: 12,
+                14: 12,
+                15: 12,
+                17: 16,
+                18: 16,
+                19: 16,
+                20: 16,
+            },
+        ),
     ],
 )
 def test_fixup_tree(owner, senders, parents):
-    """Senders add up in a binomial tree over workgroup ids: q's parent is q - lowbit(q) when that is a
-    sender of the same tile, else the owner."""
+    """Senders add up in a tree of radix 4 over workgroup ids: q's parent is q with its lowest nonzero base-4
+    digit cleared when that is a sender of the same tile, else the owner."""
+    assert FIXUP_RADIX == 4
     schedule = [[] for _ in range(max(senders) + 1)]
     schedule[owner].append((0, 0, 0))
     for k, q in enumerate(senders, start=1):
@@ -273,14 +294,15 @@ def test_fixup_tree(owner, senders, parents):
 
 
 def test_fixup_tree_is_logarithmically_deep():
-    """With 100 senders on one tile the longest chain of waits is 6 = floor(log2(100)) partials deep, not 100."""
+    """With 100 senders on one tile the longest chain of waits is 4 partials deep (the most nonzero base-4 digits
+    of a number up to 100: 85 = 1111 in base 4), not 100 (nor 6, a binary tree's)."""
     schedule = [[(0, 0, k)] for k in range(101)]
     parent = dict(fixup_dependencies(schedule))
 
     def depth(q):
         return 0 if q == 0 else 1 + depth(parent[q])
 
-    assert max(depth(q) for q in range(1, 101)) == 6
+    assert max(depth(q) for q in range(1, 101)) == 4
     assert sorted(parent) == list(range(1, 101))
 
 
