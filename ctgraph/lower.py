@@ -36,7 +36,7 @@ multiples of ``s`` in ``(o, o - o % (R*s) + R*s)``. They grow along both loops, 
 sender ends the walk. A level costs a store, a flag round trip and a load of each child's partial, and the
 store and round trip cost more than a load (the H100: ~2400 clocks to publish a 64 x 128 partial, ~300 to
 load it), so a radix of 4 beats a binary tree where many parts of a tile end together (Stream-K on fewer
-tiles than workgroups: 1.03-1.07x on five long-K shapes, docs/benchmarks.md).
+tiles than workgroups: 1.02-1.07x on seven long-K shapes, docs/benchmarks.md).
 
 Every sender is added exactly once, by its parent, after waiting for its flag; the order is fixed, so
 results are bit-identical from run to run. Waits only point at higher workgroup ids of the same tile,

@@ -407,8 +407,8 @@ class HopperCodegen(_Codegen):
     _ZeroAccumulator = _consumer_only
 
     # NOTE: the workspace holds a partial as float4s, thread-major: accumulators 4q .. 4q+3 of consumer thread t at
-    # float4 q*THREADS + t. One 16-byte store per four accumulators: the scalar stores of the thread-major layout
-    # moved a 128 x 256 CTA's 128 KB partial at ~16 bytes per clock (.gpu/fix2.py, 4096^3, H100). Accumulators
+    # float4 q*THREADS + t, so one 16-byte store moves four accumulators (issuing a 64 x 128 CTA's 32 KB partial: 581
+    # -> 262 clocks; publishing it still waits ~2400 for the stores to land: .gpu/fix2.py, H100). Accumulators
     # [e0, e0 + 4j) of every thread stay one contiguous run, which is what the ring's bulk copies take.
 
     def _StorePartial(self, tag: int, node: C.StorePartial) -> None:
