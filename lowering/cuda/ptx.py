@@ -152,6 +152,7 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
 __device__ __forceinline__ void fence_proxy_async_global() {
     asm volatile("fence.proxy.async.global;\\n" ::: "memory");
 }""",
+    # four consecutive fp32 of shared memory (16-byte aligned): a float4 of a partial the ring holds
     "ld_shared_v4_f32": """
 __device__ __forceinline__ float4 ld_shared_v4_f32(unsigned addr) {
     float4 v;
