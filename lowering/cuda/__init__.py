@@ -23,7 +23,7 @@ from ctgraph.params import bindings
 
 from .codegen import generate, layout
 from .divisors import Divisor, fast_divisors
-from .hopper import hopper_layout, swizzle_bytes
+from .hopper import hopper_layout, loads_tiles, reduction_launch, swizzle_bytes
 from .nvcc import ptx
 from .operands import Operand, classify
 from .options import CudaOptions
@@ -55,7 +55,7 @@ def _context() -> None:
     import pycuda.autoprimaryctx  # noqa: F401 -- the device's primary context, shared with torch
 
 
-def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int, cluster: int) -> Any:
+def _load(source: str, name: str, opts: CudaOptions, launch: Any) -> Any:
     """Compile and load once per (source, arch, entry point): a new shape reuses the same binary."""
     from .driver import load_function
     from .nvcc import cubin
@@ -64,7 +64,7 @@ def _load(source: str, name: str, opts: CudaOptions, threads: int, smem: int, cl
     with _LOCK:
         if key not in _MODULES:
             _context()
-            _MODULES[key] = load_function(cubin(source, opts.arch), name, threads, smem, cluster)
+            _MODULES[key] = load_function(cubin(source, opts.arch), name, launch)
         return _MODULES[key]
 
 
@@ -102,6 +102,8 @@ class CudaProgram:
         self.control = lower_to_control(kernel.graph)
         self.mainloop = resolve_mainloop(self.options, p.dtype, p.macro_tile)
         self.root = self.control[self.control.kernels[0]]
+        # kernels that load no tiles, only partials: split-K's reduction
+        self.reductions = {self.control[t].name for t in self.control.kernels if not loads_tiles(self.control, t)}
         self.grids = launch_grids(self.control, kernel.graph, kernel.workgroups)
         # NOTE: only a program that spin-waits needs all its workgroups resident at once.
         self.spins = any(isinstance(self.control[t], Wait) for t in self.control.nx)
@@ -155,10 +157,13 @@ class CudaProgram:
         """The loaded entry point ``name`` (default: the first kernel) of ``variant`` (default: the primary)."""
         key = (variant or self.variant, name or self.root.name)
         if key not in self._functions:
+            from .driver import Launch
+
             lay = self.layout_of(key[0])
-            self._functions[key] = _load(
-                self.source_of(key[0]), key[1], self.options, lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1)
-            )
+            launch = Launch(lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1))
+            if key[0] == "wgmma" and key[1] in self.reductions:
+                launch = Launch(*reduction_launch(lay))
+            self._functions[key] = _load(self.source_of(key[0]), key[1], self.options, launch)
         return self._functions[key]
 
     def build(self, variant: str | None = None) -> CudaProgram:

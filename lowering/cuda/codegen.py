@@ -148,6 +148,8 @@ def generate(cg: C.ControlGraph, opts: CudaOptions) -> str:
 
 class _Codegen:
     sync = "__syncthreads();"  # the barrier of the threads that run the fixup and epilogue
+    nacc = "NACC"  # the length of ``acc``: a thread's accumulators
+    first_acc = "0"  # which of the thread's accumulators ``acc[0]`` is (a CTA that holds a slice: see hopper.py)
 
     def __init__(
         self,
@@ -287,7 +289,7 @@ class _Codegen:
 
     def _ZeroAccumulator(self, tag: int, node: C.ZeroAccumulator) -> None:
         self.w("#pragma unroll")
-        self.w("for (int e_ = 0; e_ < NACC; ++e_) acc[e_] = 0.f;")
+        self.w(f"for (int e_ = 0; e_ < {self.nacc}; ++e_) acc[e_] = 0.f;")
 
     # --- the pipelined K loop ----------------------------------------------------------------------
 
@@ -630,13 +632,18 @@ class _Codegen:
         self.w(f"while (ld_acquire({self._flag(node.flag)}) != {node.value}u)")
         self.w("    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang")
 
+    def _acc_element(self) -> str:
+        """C++ of the accumulator that ``acc[e_]`` holds: ``e_``, or ``first_acc + e_`` in a slice."""
+        return "e_" if self.first_acc == "0" else f"({self.first_acc} + e_)"
+
     def _acc_coords(self) -> tuple[str, str]:
-        """Tile row and column of accumulator element ``e_`` of this thread."""
+        """Tile row and column of ``acc[e_]`` of this thread."""
+        e = self._acc_element()
         if self.mma:
-            row = "warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0)"
-            col = "warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1)"
+            row = f"warp_m_ * (BM / WM) + ({e} / (NI * 4)) * 16 + (lane_ >> 2) + (({e} & 2) ? 8 : 0)"
+            col = f"warp_n_ * (BN / WN) + (({e} / 4) % NI) * 8 + (lane_ & 3) * 2 + ({e} & 1)"
         else:
-            row, col = "ty_ + TY * (e_ / TN)", "tx_ + 16 * (e_ % TN)"
+            row, col = f"ty_ + TY * ({e} / TN)", f"tx_ + 16 * ({e} % TN)"
         return row, col
 
     def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
@@ -650,7 +657,7 @@ class _Codegen:
             self._epilogue_scalar(node, row, col)
             return
         w("#pragma unroll")
-        w.open("for (int e_ = 0; e_ < NACC; e_ += 2)")
+        w.open(f"for (int e_ = 0; e_ < {self.nacc}; e_ += 2)")
         w(f"const int {i.name} = {row}, {j.name} = {col};")
         w(f"const bool ok0_ = {self.cxx(node.mask)}, ok1_ = {self.cxx(node.mask.subs(j, j + 1))};")
         w(f"const int at_ = {self.cxx(node.address)};")
@@ -675,7 +682,7 @@ class _Codegen:
         cast = "__float2half" if self.dtype == "float16" else ""
         load = "__half2float" if self.dtype == "float16" else ""
         w("#pragma unroll")
-        w.open("for (int e_ = 0; e_ < NACC; ++e_)")
+        w.open(f"for (int e_ = 0; e_ < {self.nacc}; ++e_)")
         w(f"const int {i} = {row}, {j} = {col};")
         w.open(f"if ({self.cxx(node.mask)})")
         w(f"const int at_ = {self.cxx(node.address)};")

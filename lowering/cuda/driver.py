@@ -11,8 +11,9 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["CudaError", "Function", "device_attribute", "load_function", "stream_synchronize"]
+__all__ = ["CudaError", "Function", "Launch", "device_attribute", "load_function", "stream_synchronize"]
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -60,27 +61,42 @@ class LaunchConfig(ctypes.Structure):
     ]
 
 
-class Function:
-    """A kernel loaded from a cubin: occupancy query and launch on any stream handle. A workgroup is
-    ``cluster`` CTAs (a thread-block cluster, declared in the source with ``__cluster_dims__``)."""
+@dataclass(frozen=True)
+class Launch:
+    """How an entry point launches: ``threads`` per CTA, dynamic shared memory, the ``cluster`` size its source
+    declares (``__cluster_dims__``) and ``ctas`` per workgroup (default: the cluster; more where one workgroup's
+    work is spread over several CTAs, as split-K's reduction does)."""
 
-    def __init__(self, cubin: bytes, name: str, threads: int, smem_bytes: int, cluster: int = 1) -> None:
+    threads: int
+    smem_bytes: int
+    cluster: int = 1
+    ctas: int | None = None
+
+    @property
+    def ctas_per_workgroup(self) -> int:
+        return self.cluster if self.ctas is None else self.ctas
+
+
+class Function:
+    """A kernel loaded from a cubin: occupancy query and launch on any stream handle (see :class:`Launch`)."""
+
+    def __init__(self, cubin: bytes, name: str, launch: Launch) -> None:
         self._image = ctypes.create_string_buffer(cubin, len(cubin))
         self.module, self.handle = ctypes.c_void_p(), ctypes.c_void_p()
         _check(_lib().cuModuleLoadData(ctypes.byref(self.module), self._image), "cuModuleLoadData")
         _check(_lib().cuModuleGetFunction(ctypes.byref(self.handle), self.module, name.encode()), "cuModuleGetFunction")
         _check(
-            _lib().cuFuncSetAttribute(self.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
+            _lib().cuFuncSetAttribute(self.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem_bytes),
             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
         )
-        self.threads, self.smem_bytes, self.cluster = threads, smem_bytes, cluster
+        self.config = launch
 
     def resident_ctas(self) -> int:
         """How many CTAs of this kernel can be resident at once on the device (occupancy x SMs)."""
         per_sm = ctypes.c_int()
         _check(
             _lib().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                ctypes.byref(per_sm), self.handle, self.threads, ctypes.c_size_t(self.smem_bytes)
+                ctypes.byref(per_sm), self.handle, self.config.threads, ctypes.c_size_t(self.config.smem_bytes)
             ),
             "cuOccupancyMaxActiveBlocksPerMultiprocessor",
         )
@@ -89,9 +105,10 @@ class Function:
     def resident_workgroups(self) -> int:
         """How many workgroups can be resident at once: CTAs, or whole clusters (``cuOccupancyMaxActiveClusters``,
         which knows how clusters pack into the GPCs)."""
-        if self.cluster == 1:
-            return self.resident_ctas()
-        config = LaunchConfig(self.cluster, 1, 1, self.threads, 1, 1, self.smem_bytes, None, None, 0)
+        c = self.config
+        if c.cluster == 1:
+            return self.resident_ctas() // c.ctas_per_workgroup
+        config = LaunchConfig(c.cluster, 1, 1, c.threads, 1, 1, c.smem_bytes, None, None, 0)
         clusters = ctypes.c_int()
         _check(
             _lib().cuOccupancyMaxActiveClusters(ctypes.byref(clusters), self.handle, ctypes.byref(config)),
@@ -100,19 +117,29 @@ class Function:
         return clusters.value
 
     def launch(self, grid: int, args: Sequence[ctypes._SimpleCData], stream: int = 0) -> None:
-        """Launch ``grid`` workgroups (``grid * cluster`` CTAs)."""
+        """Launch ``grid`` workgroups (``grid * ctas_per_workgroup`` CTAs)."""
         ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        ctas = grid * self.cluster
+        c = self.config
         _check(
             _lib().cuLaunchKernel(
-                self.handle, ctas, 1, 1, self.threads, 1, 1, self.smem_bytes, ctypes.c_void_p(stream), ptrs, None
+                self.handle,
+                grid * c.ctas_per_workgroup,
+                1,
+                1,
+                c.threads,
+                1,
+                1,
+                c.smem_bytes,
+                ctypes.c_void_p(stream),
+                ptrs,
+                None,
             ),
             "cuLaunchKernel",
         )
 
 
-def load_function(cubin: bytes, name: str, threads: int, smem_bytes: int, cluster: int = 1) -> Function:
-    return Function(cubin, name, threads, smem_bytes, cluster)
+def load_function(cubin: bytes, name: str, launch: Launch) -> Function:
+    return Function(cubin, name, launch)
 
 
 # cuTensorMapEncodeTiled enums (cuda.h)

@@ -22,6 +22,10 @@ kernel, once per role:
 Both roles step one ring counter ``it_`` through the same sequence of iterations, so stage ``it_ %
 STAGES`` and phase ``(it_ / STAGES) & 1`` agree without any other communication.
 
+A kernel that loads no tiles (split-K's reduction) has no ring and no roles: each CTA of a workgroup is spread
+over ``R_PIECES`` CTAs of 128 threads, each adding one float4 of every partial and storing its four elements of D
+(:meth:`HopperCodegen._reduction_kernel`).
+
 **Clusters** (``CLUSTER`` = 2, 4 or 8): a workgroup is a cluster of CTAs that run the same program (``wg =
 blockIdx.x / CLUSTER``), laid out as a ``CLUSTER_M x CLUSTER_N`` grid: CTA ``r`` is ``(i, j) = (r % CLUSTER_M,
 r / CLUSTER_M)`` and computes rows ``i*CTA_M ..`` and columns ``j*CTA_N ..`` of the macro tile. ``multicast="b"``
@@ -74,6 +78,8 @@ __all__ = [
     "accumulator_budget",
     "hopper_layout",
     "launch_registers",
+    "loads_tiles",
+    "reduction_launch",
     "register_split",
     "swizzle_bytes",
 ]
@@ -81,8 +87,20 @@ __all__ = [
 SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
 MAX_STAGES = 8
 D_BUFFERS = 2  # staged D boxes per consumer warpgroup: one is filled while TMA stores the other
+R_UNROLL = 8  # the reduction kernel's loop over the partials, unrolled: loads in flight per thread
 REGISTERS = 64 * 1024  # 32-bit registers per SM: the producer and consumer warpgroups share them
 SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulators (descriptors, indices)
+
+
+def loads_tiles(cg: C.ControlGraph, tag: int) -> bool:
+    """Does node ``tag`` (a kernel: else it only adds partials, split-K's reduction) load tiles below it?"""
+    return any(isinstance(cg[t], C.LoadTile) for t, _ in cg.walk(tag))
+
+
+def reduction_launch(layout: dict[str, int]) -> tuple[int, int, int, int]:
+    """Threads, shared memory, cluster size and CTAs per workgroup of a kernel that loads no tiles
+    (:meth:`HopperCodegen._reduction_kernel`)."""
+    return 128, 0, 1, layout["CLUSTER"] * layout["R_PIECES"]
 
 
 def swizzle_bytes(bk: int) -> int:
@@ -207,6 +225,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "D_ROWS": max(r for r in range(8, 65, 8) if cta_m % r == 0),
         "D_STAGE": 64 * 64,  # halves of one staging buffer
         "D_BUFFERS": D_BUFFERS,
+        "R_PIECES": consumers * (side_n // 2) // 4,  # CTAs of the reduction kernel per CTA of a workgroup
         "SMEM_BYTES": 1024 + stages * stride + staging + barriers,  # + slack to align the ring to 1024 bytes
     }
 
@@ -237,6 +256,7 @@ def _misfit(macro_tile: tuple[int, int, int], dtype: str, grid: tuple[int, int],
 class HopperCodegen(_Codegen):
     sync = "bar_sync(1, THREADS);"
     role = "consumer"  # whose program is being printed: _role_body sets it per role
+    reduction = False  # a kernel without tile loads: split-K's reduction (:meth:`_reduction_kernel`)
 
     def layout(self) -> dict[str, int]:
         return hopper_layout(self.kernel.macro_tile, self.dtype, self.opts)
@@ -260,65 +280,67 @@ class HopperCodegen(_Codegen):
             "}  // namespace ctg\n\n"
         )
 
-    def _kernel(self) -> str:
-        w, k = self.w, self.kernel
-        self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc"}
-        loads = self._loads_below(self.tag)
-        stores = loads and any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
-        params = self._params()
-        clustered = self.L["CLUSTER"] > 1
-        if clustered:
-            self.templates |= {"cluster_rank", "cluster_sync"}
-        dims = " __cluster_dims__(ctg::CLUSTER, 1, 1)" if clustered else ""
-        w(f'extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1){dims} {k.name}(')
+    def _signature(self, bounds: str) -> None:
+        """The entry point's head: every kernel of the unit takes the same arguments."""
+        w = self.w
+        w(f'extern "C" __global__ void {bounds} {self.kernel.name}(')
         w("    const half* __restrict__ A, const half* __restrict__ B, const half* C, half* D,")
         w("    const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,")
-        w(f"    {params},")
+        w(f"    {self._params()},")
         w("    const __grid_constant__ ctg::TensorMap tmA, const __grid_constant__ ctg::TensorMap tmB,")
         w("    const __grid_constant__ ctg::TensorMap tmD)")
         w("{")
         w.depth += 1
         w("using namespace ctg;")
+
+    def _kernel(self) -> str:
+        self.reduction = not self._loads_below(self.tag)
+        if self.reduction:
+            return self._reduction_kernel()
+        w, k = self.w, self.kernel
+        self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc", "mbar_init", "fence_mbar_init"}
+        stores = any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
+        clustered = self.L["CLUSTER"] > 1
+        if clustered:
+            self.templates |= {"cluster_rank", "cluster_sync"}
+        dims = " __cluster_dims__(ctg::CLUSTER, 1, 1)" if clustered else ""
+        self._signature(f"__launch_bounds__(ctg::BLOCK, 1){dims}")
         w(f"const int {k.workgroup.name} = blockIdx.x / CLUSTER;  // a workgroup is a cluster of CTAs")
         w(f"[[maybe_unused]] const unsigned cta_ = {'cluster_rank()' if clustered else '0'};  // rank in the cluster")
         w("// this CTA's row and column in the cluster's grid of CTAs")
         w("[[maybe_unused]] const unsigned cta_m_ = cta_ % CLUSTER_M, cta_n_ = cta_ / CLUSTER_M;")
-        if loads:
-            self.templates |= {"mbar_init", "fence_mbar_init"}
-            w("extern __shared__ __align__(1024) unsigned char smem_[];")
-            w("// the ring: STAGES x (A tile, B tile), 1024-byte aligned (swizzle atoms), the staged D boxes,")
-            w("// then full/empty mbarriers")
-            w("const unsigned sA_ = (smem_addr(smem_) + 1023u) & ~1023u;")
-            w("const unsigned sB_ = sA_ + STAGES * A_STAGE * 2;")
-            w("[[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;")
-            w("const unsigned full_ = sD_ + CONSUMERS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;")
-            self.templates.add("prefetch_tensormap")
-            w.open("if (threadIdx.x == 0)")
-            maps = ("tmA", "tmB", "tmD") if stores else ("tmA", "tmB")
-            w(" ".join(f"prefetch_tensormap(&{m});" for m in maps) + "  // fetched while the barriers are set up")
-            w.open("for (int s_ = 0; s_ < STAGES; ++s_)")
-            w("mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)")
-            w("mbar_init(empty_ + 8 * s_, CONSUMERS * CLUSTER);  // one arrival per consumer warpgroup of the cluster")
-            w.close()
-            w("fence_mbar_init();")
-            w.close()
-            w("cluster_sync();  // all barriers of the cluster are ready" if clustered else "__syncthreads();")
+        w("extern __shared__ __align__(1024) unsigned char smem_[];")
+        w("// the ring: STAGES x (A tile, B tile), 1024-byte aligned (swizzle atoms), the staged D boxes,")
+        w("// then full/empty mbarriers")
+        w("const unsigned sA_ = (smem_addr(smem_) + 1023u) & ~1023u;")
+        w("const unsigned sB_ = sA_ + STAGES * A_STAGE * 2;")
+        w("[[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;")
+        w("const unsigned full_ = sD_ + CONSUMERS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;")
+        self.templates.add("prefetch_tensormap")
+        w.open("if (threadIdx.x == 0)")
+        maps = ("tmA", "tmB", "tmD") if stores else ("tmA", "tmB")
+        w(" ".join(f"prefetch_tensormap(&{m});" for m in maps) + "  // fetched while the barriers are set up")
+        w.open("for (int s_ = 0; s_ < STAGES; ++s_)")
+        w("mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)")
+        w("mbar_init(empty_ + 8 * s_, CONSUMERS * CLUSTER);  // one arrival per consumer warpgroup of the cluster")
+        w.close()
+        w("fence_mbar_init();")
+        w.close()
+        w("cluster_sync();  // all barriers of the cluster are ready" if clustered else "__syncthreads();")
         w("// warpgroup 0 produces (TMA), the others consume (wgmma, fixup, epilogue)")
         w.open("if (threadIdx.x < 128)")
         w("setmaxnreg_dec<PRODUCER_REGS>();")
-        if loads:
-            w.open("if (threadIdx.x == 0)")
-            w("unsigned it_ = 0;  // ring position: the producer's and consumers' iterations match one for one")
-            self._role_body("producer")
-            w.close()
+        w.open("if (threadIdx.x == 0)")
+        w("unsigned it_ = 0;  // ring position: the producer's and consumers' iterations match one for one")
+        self._role_body("producer")
+        w.close()
         w.close()
         w.open("else")
         w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
         w("[[maybe_unused]] const int lane_ = tid_ & 31;")
         w("[[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;")
-        if loads:
-            w("unsigned it_ = 0;")
+        w("unsigned it_ = 0;")
         if stores:
             w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
         w("float acc[NACC];")
@@ -328,8 +350,38 @@ class HopperCodegen(_Codegen):
             # complete before the grid does (visible to the next kernel, as after any store).
             w("if ((tid_ & 127) == 0) bulk_wait_read<0>();  // the last D boxes are read before shared memory goes")
         w.close()
-        if clustered and loads:
+        if clustered:
             w("cluster_sync();  // no CTA exits while another may still arrive on its barriers")
+        w.depth -= 1
+        w("}")
+        return "\n".join(w.lines) + "\n"
+
+    # NOTE: the reduction kernel was one 384-thread CTA per cluster CTA, like the main kernel: with few tiles a
+    # handful of SMs read every partial (256x256x65536, 4 tiles of 128 x 128 in 33 chunks: 24 us for 8.6 MB).
+
+    def _reduction_kernel(self) -> str:
+        """A kernel that only adds finished partials and stores D (split-K's reduction): no ring, no roles.
+
+        The work of each CTA of a workgroup is spread over ``R_PIECES = CONSUMERS * NACC / 4`` CTAs of 128
+        threads, so that even a few tiles keep every SM reading. Piece ``p`` stands for the threads of consumer
+        warpgroup ``c = p % CONSUMERS``, and adds only their accumulators ``4q .. 4q+3`` (``q = p / CONSUMERS``):
+        float4 ``q*THREADS + tid`` of every partial, so consecutive pieces read consecutive 2 KB of a partial."""
+        w, k = self.w, self.kernel
+        if any(isinstance(self.cg[t], C.Wait | C.Signal) for t, _ in self.cg.walk(self.tag)):
+            raise NotImplementedError("a kernel without tile loads adds finished partials: it cannot wait on flags")
+        self.nacc, self.first_acc = "4", "e0_"
+        self._signature("__launch_bounds__(128)")
+        w(f"const int {k.workgroup.name} = blockIdx.x / (CLUSTER * R_PIECES);")
+        w("const int piece_ = blockIdx.x % R_PIECES;")
+        w("// the cluster CTA whose partials' slice this is: its row and column in the cluster's grid of CTAs")
+        w("[[maybe_unused]] const unsigned cta_ = blockIdx.x / R_PIECES % CLUSTER;")
+        w("[[maybe_unused]] const unsigned cta_m_ = cta_ % CLUSTER_M, cta_n_ = cta_ / CLUSTER_M;")
+        w("const int tid_ = piece_ % CONSUMERS * 128 + threadIdx.x;  // the consumer thread ...")
+        w("const int e0_ = piece_ / CONSUMERS * 4;  // ... and which of its accumulators: acc[e_] is its e0_ + e_")
+        w("[[maybe_unused]] const int lane_ = tid_ & 31;")
+        w("[[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;")
+        w("float acc[4];")
+        self._role_body("consumer")
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
@@ -346,7 +398,7 @@ class HopperCodegen(_Codegen):
     # --- the producer prints only what leads to the ring: tile loads and partials to add ---------------
 
     def _loads_below(self, tag: int) -> bool:
-        return any(isinstance(self.cg[t], C.LoadTile) for t, _ in self.cg.walk(tag))
+        return loads_tiles(self.cg, tag)
 
     def _feeds_ring(self, tag: int) -> bool:
         return any(isinstance(self.cg[t], C.LoadTile | C.AccumulatePartial) for t, _ in self.cg.walk(tag))
@@ -354,6 +406,8 @@ class HopperCodegen(_Codegen):
     def _ForLoop(self, tag: int, node: C.ForLoop) -> None:
         if self.role == "producer" and not self._feeds_ring(tag):
             return
+        if self.reduction:  # the loop over the partials: several loads in flight per thread
+            self.w(f"#pragma unroll {R_UNROLL}")
         super()._ForLoop(tag, node)
 
     def _If(self, tag: int, node: C.If) -> None:
@@ -422,15 +476,9 @@ class HopperCodegen(_Codegen):
         self.w.close()
 
     def _add_partial_from_registers(self, node: C.AccumulatePartial) -> None:
-        """``acc += partial`` straight from the workspace (a kernel without a ring: split-K's reduction)."""
-        self.w.open("")
-        self.w(f"const float4* ws_ = reinterpret_cast<const float4*>({self._slot(node.slot)});")
-        self.w("#pragma unroll")
-        self.w.open("for (int q_ = 0; q_ < NACC / 4; ++q_)")
-        self.w("const float4 v_ = ws_[q_ * THREADS + tid_];")
-        self.w("acc[4 * q_] += v_.x; acc[4 * q_ + 1] += v_.y; acc[4 * q_ + 2] += v_.z; acc[4 * q_ + 3] += v_.w;")
-        self.w.close()
-        self.w.close()
+        """``acc += partial`` straight from the workspace, one float4 (:meth:`_reduction_kernel`)."""
+        self.w(f"const float4 v_ = reinterpret_cast<const float4*>({self._slot(node.slot)})[e0_ / 4 * THREADS + tid_];")
+        self.w("acc[0] += v_.x; acc[1] += v_.y; acc[2] += v_.z; acc[3] += v_.w;")
 
     # --- the fixup: another workgroup's partial comes to the consumers through the ring ----------------
     #
@@ -440,9 +488,7 @@ class HopperCodegen(_Codegen):
     # copies (no registers hold them), right after the tile's last K boxes, so it lands under the mainloop.
 
     def _Wait(self, tag: int, node: C.Wait) -> None:
-        if not self._loads_below(self.tag):  # no ring (split-K's reduction kernel): the consumers poll
-            self._consumer_only(tag, node)
-        elif self.role == "producer":
+        if self.role == "producer":
             self.templates.add("fence_proxy_async_global")
             self.w.open("")
             self._spin(node)
@@ -451,16 +497,15 @@ class HopperCodegen(_Codegen):
         # the consumers wait for the partial's stages to land
 
     def _Signal(self, tag: int, node: C.Signal) -> None:
-        if node.value or not self._loads_below(self.tag):
+        if node.value:
             self._consumer_only(tag, node)
         elif self.role == "producer":  # the reset: the flag has been seen by the one who waits on it
             self.templates.add("st_relaxed")
             self.w(f"st_relaxed({self._flag(node.flag)}, 0u);  // reset for the next launch")
 
     def _AccumulatePartial(self, tag: int, node: C.AccumulatePartial) -> None:
-        if not self._loads_below(self.tag):
-            if self.role == "consumer":
-                self._add_partial_from_registers(node)
+        if self.reduction:
+            self._add_partial_from_registers(node)
         elif self.role == "producer":
             self._produce_partial(node)
         else:
@@ -514,7 +559,7 @@ class HopperCodegen(_Codegen):
     def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
         if self.role != "consumer":
             return
-        if not self._loads_below(self.tag):  # a kernel without a ring (split-K's reduction) stores from registers
+        if self.reduction:  # a kernel without a ring stores from registers
             if self.L["SWAP"]:  # element pairs (e, e+1) lie along a column: no half2 stores
                 self._epilogue_scalar(node, *self._acc_coords())
             else:
@@ -528,8 +573,9 @@ class HopperCodegen(_Codegen):
         rows ``8*(e/4) + 2*(lane%4)``."""
         if not self.L["SWAP"]:
             return super()._acc_coords()
-        row = "cta_m_ * CTA_M + (e_ / 4) * 8 + (lane_ & 3) * 2 + (e_ & 1)"
-        col = "cta_n_ * CTA_N + (tid_ >> 5) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0)"
+        e = self._acc_element()
+        row = f"cta_m_ * CTA_M + ({e} / 4) * 8 + (lane_ & 3) * 2 + ({e} & 1)"
+        col = f"cta_n_ * CTA_N + (tid_ >> 5) * 16 + (lane_ >> 2) + (({e} & 2) ? 8 : 0)"
         return row, col
 
     def _epilogue_tma(self, node: C.Epilogue) -> None:

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 import ctgraph
-from lowering.cuda.hopper import accumulator_budget, hopper_layout, launch_registers, register_split
+from lowering.cuda.hopper import (
+    accumulator_budget,
+    hopper_layout,
+    launch_registers,
+    reduction_launch,
+    register_split,
+)
 from lowering.cuda.nvcc import check_cubin, nvcc_available
 from lowering.cuda.options import CudaOptions
 from tests.golden.regenerate import seed_cuda_source, seed_hopper_source
@@ -317,6 +323,30 @@ def test_swapped_source_compiles_and_transposes(transform, tile, options):
     ptx = kern.ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{cta_m}k16.f32.f16.f16" in ptx and "p, 1, 1, 1, 0;" in ptx
     assert ("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in ptx) != reduce
+
+
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
+        ((128, 128, 64), {}),
+        ((128, 256, 64), {"cluster": 2}),
+        ((256, 128, 64), {"cluster": 4, "multicast": "ab"}),
+        ((136, 128, 64), {}),
+    ],
+    ids=str,
+)
+def test_hopper_reduction_spreads_each_tile_over_ctas(tile, options):
+    """Split-K's reduction kernel runs CTAs of 128 threads without a ring, each adding one float4 of every
+    partial: a workgroup's BM x BN accumulators over CLUSTER * R_PIECES of them, 512 each."""
+    kern = cuda_kernel("splitk_reduce", tile=tile, workgroups=1024, mainloop="wgmma", split=4, **options)
+    prog, lay = kern.program, kern.program.layout
+    assert prog.reductions == {"ctgraph_gemm_reduce"}
+    threads, smem, cluster, ctas = reduction_launch(lay)
+    assert (threads, smem, cluster) == (128, 0, 1) and ctas * threads * 4 == tile[0] * tile[1]
+    reduce = kern.source[kern.source.index("ctgraph_gemm_reduce(") :]
+    assert 'extern "C" __global__ void __launch_bounds__(128) ctgraph_gemm_reduce(' in kern.source
+    assert "float acc[4];" in reduce and "setmaxnreg" not in reduce and "smem_" not in reduce
+    assert "#pragma unroll 8\n    for (chunk = 0; chunk < numChunks; chunk += 1)" in reduce
 
 
 @pytest.mark.parametrize(("consumers", "budget"), [(1, 255), (2, 168), (3, 128), (4, 96)])
