@@ -82,7 +82,7 @@ def shape_key(m: int, n: int, k: int, dtype: str) -> bytes:
 
 @dataclass
 class BloomFilter:
-    """A Bloom filter over byte strings: ``bits`` bits, ``hashes`` probes by double hashing of BLAKE2b."""
+    """A Bloom filter over byte strings: ``bits`` bits, ``hashes`` probes, each a salted BLAKE2b of the key."""
 
     bits: int
     hashes: int
