@@ -380,7 +380,7 @@ class HopperCodegen(_Codegen):
         w("const int e0_ = piece_ / CONSUMERS * 4;  // ... and which of its accumulators: acc[e_] is its e0_ + e_")
         w("[[maybe_unused]] const int lane_ = tid_ & 31;")
         w("[[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;")
-        w("float acc[4];")
+        w(f"float acc[{self.nacc}];")
         self._role_body("consumer")
         w.depth -= 1
         w("}")
