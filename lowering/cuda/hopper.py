@@ -338,8 +338,7 @@ class HopperCodegen(_Codegen):
         w.open("else")
         w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
-        w("[[maybe_unused]] const int lane_ = tid_ & 31;")
-        w("[[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;")
+        self._warp_coords()
         w("unsigned it_ = 0;")
         if stores:
             w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
@@ -378,13 +377,18 @@ class HopperCodegen(_Codegen):
         w("[[maybe_unused]] const unsigned cta_m_ = cta_ % CLUSTER_M, cta_n_ = cta_ / CLUSTER_M;")
         w("const int tid_ = piece_ % CONSUMERS * 128 + threadIdx.x;  // the consumer thread ...")
         w("const int e0_ = piece_ / CONSUMERS * 4;  // ... and which of its accumulators: acc[e_] is its e0_ + e_")
-        w("[[maybe_unused]] const int lane_ = tid_ & 31;")
-        w("[[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;")
+        self._warp_coords()
         w(f"float acc[{self.nacc}];")
         self._role_body("consumer")
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
+
+    def _warp_coords(self) -> None:
+        """Consumer thread ``tid_``'s lane and warp in the cluster's warp grid: what its accumulators' rows and
+        columns (:meth:`_acc_coords`) are read from."""
+        self.w("[[maybe_unused]] const int lane_ = tid_ & 31;")
+        self.w("[[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;")
 
     def _role_body(self, role: str) -> None:
         """The control graph's program for one role, after declarations of the variables it uses."""
