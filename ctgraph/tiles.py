@@ -37,10 +37,11 @@ candidate tile on 38 corpus shapes and checked on 40 held-out shapes. Pricing St
 long-K shapes, for 0.754x -> 0.747x on the 38 and 0.803x -> 0.800x on the held-out (docs/benchmarks.md).
 
 Besides the measured tiles, the candidates (:func:`candidates`) include **swapped** tiles, which the wgmma
-path runs as ``D^T = B^T A^T`` so that a CTA's rows may be any multiple of 8: BM fits m in one to four rows of
-tiles (:func:`swapped_heights`), on one CTA or on a 2 x 4 grid of CTAs that share A and B (``multicast="ab"``), and
-each is priced from a measured tile of its width and layout by the bytes a K step brings its CTAs
-(:func:`swapped_cost`; the 2-D grid's measured tile is a reference only, :data:`REFERENCES`). The layout a tile was
+path runs as ``D^T = B^T A^T`` so that a CTA's rows may be any multiple of 8: on one CTA, BM fits m in one to four
+rows of tiles; on a 2 x 2 or 2 x 4 grid of CTAs that share A and B (``multicast="ab"``), in any number of rows, so
+that the tiles fill the SMs (:func:`swapped_heights`). Each is priced from the measured tiles of its layout as the
+kernel it transposes (:func:`swapped_cost`; the 2-D grids' measured tiles are references only, :data:`REFERENCES`).
+On 51 corpus shapes whose tile changed so, auto went 1.058x faster (docs/benchmarks.md). The layout a tile was
 priced on is the one it runs on (:func:`tile_layout`).
 
 :func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile).
@@ -67,6 +68,7 @@ __all__ = [
     "H100",
     "LAYOUTS",
     "REFERENCES",
+    "SWAP_2D_MIN_ITERATIONS",
     "SWAP_2D_MIN_ROWS",
     "SWAP_MIN_ITERATIONS",
     "TileCost",
@@ -99,7 +101,7 @@ CANDIDATES: tuple[tuple[int, int, int], ...] = (
     (64, 64, 64),
 )
 # measured tiles whose cluster is not the fewest CTAs that share B: (CTAs, the operands they share)
-LAYOUTS: dict[tuple[int, int, int], tuple[int, str]] = {(256, 512, 64): (8, "ab")}
+LAYOUTS: dict[tuple[int, int, int], tuple[int, str]] = {(256, 512, 64): (8, "ab"), (256, 384, 64): (4, "ab")}
 
 
 @dataclass(frozen=True)
@@ -166,10 +168,14 @@ H100: tuple[TileCost, ...] = (
     TileCost((64, 64, 64), 1.94e-6, 0.73e-6, 0.299e-6, 1, 0.424e-6, 132),
 )
 
-# NOTE: measured tiles that only price swapped tiles (:func:`swapped_cost`), fitted the same way, 2026-11-24: 8 CTAs
-# as a 2 x 4 grid that shares A along its rows and B along its columns (multicast="ab"). As a candidate itself
-# the model took it on 18 corpus shapes, and it lost on 11 of them (docs/benchmarks.md).
-REFERENCES: tuple[TileCost, ...] = (TileCost((256, 512, 64), 3.19e-6, 1.21e-6, 0.389e-6, 8, 0.402e-6, 15, "ab"),)
+# NOTE: measured tiles that only price swapped tiles (:func:`swapped_cost`), fitted the same way: 8 CTAs as a 2 x 4
+# grid that shares A along its rows and B along its columns (multicast="ab"), 2026-11-24, and 4 CTAs as a 2 x 2 grid,
+# 2026-11-25. As a candidate itself the 2 x 4 grid's tile lost on 11 of the 18 corpus shapes the model took it on
+# (docs/benchmarks.md).
+REFERENCES: tuple[TileCost, ...] = (
+    TileCost((256, 512, 64), 3.19e-6, 1.21e-6, 0.389e-6, 8, 0.402e-6, 15, "ab"),
+    TileCost((256, 384, 64), 3.04e-6, 1.77e-6, 0.512e-6, 4, 0.535e-6, 30, "ab"),
+)
 
 
 def parts_in_step(tiles: int, kt: int, g: int) -> list[int]:
@@ -229,6 +235,9 @@ def tile_cost(
 # prices extrapolate decide. On the H100 corpus (2026-11-24) they lost 1-12% on 9 of 10 shapes of 2-5 iterations
 # and gained up to 1.5x on shapes of 10 or more.
 SWAP_MIN_ITERATIONS = 6
+# NOTE: on 2-D clusters, swapped tiles fitted to m lost on 11 of 12 corpus and held-out shapes of fewer than 16 K
+# iterations (to 0.81x) and gained 1.054x (geomean) on the 67 of 16 or more (H100, 2026-11-25).
+SWAP_2D_MIN_ITERATIONS = 16
 # NOTE: on 2-D clusters, swapped CTAs of 24-72 rows lost on 12 of 14 corpus shapes (up to 2.2x slower), those of
 # 80-248 rows gained on 13 of 18 (up to 1.49x: 232x7304x5176 0.61x -> 0.90x cuBLAS), H100, 2026-11-24.
 SWAP_2D_MIN_ROWS = 80
@@ -241,13 +250,20 @@ def swapped_cost(
 ) -> TileCost | None:
     """Costs of a tile whose CTAs' rows are a multiple of 8 but not of 64: the wgmma path runs it swapped
     (``D^T = B^T A^T``, :mod:`lowering.cuda.hopper`), with one consumer warpgroup per 64 columns. It runs on the
-    cluster layout ``ref_layout`` (one CTA, or a ``2 x c/2`` grid, ``(c, "ab")``) and is priced from ``ref``,
-    the measured tile of that layout, the same BN and BK and the least CTA rows above its own (else the
-    most), on the probes' finding that a CTA's K iteration is bound by the bytes it receives, and its
-    epilogue by the elements it stores; with ``M``, ``N`` a CTA's rows and columns::
+    cluster layout ``ref_layout`` (one CTA, or a ``2 x c/2`` grid, ``(c, "ab")``) and is priced from the measured
+    tiles of that layout and BK. A swapped CTA of ``M`` rows and ``N`` columns runs ``N/64`` consumer warpgroups
+    whose ``wgmma`` N side is ``M``, and receives ``(M + N) * BK`` halves per K iteration: it is a measured CTA of
+    ``N`` rows and ``M`` columns, transposed. Between two measured CTAs of ``N`` rows, ``c``, ``c_unaligned`` and
+    ``t0`` are interpolated linearly in the columns. Beyond them, or where no measured CTA has ``N`` rows (then the
+    one of ``N`` columns and the least rows above ``M``, else the most), they are scaled from the nearest measured
+    CTA of ``R x C``: a K iteration is bound by the bytes a CTA receives, or by its math where that grows faster,
+    and the epilogue by the elements it stores::
 
-        c  = ref.c  * (M + N) / (ref.M + N)        (likewise c_unaligned)
-        t0 = ref.t0 * M / ref.M
+        c  = ref.c  * max((M + N) / (R + C), M * N / (R * C))        (likewise c_unaligned)
+        t0 = ref.t0 * M / (R or C, whichever runs along M)
+
+    Against tiles measured swapped on the H100 (2026-11-25), the interpolation prices 232 x 128 at 0.686 us per K
+    iteration (measured 0.647) where the 256 x 128 scaled, a kernel of four consumer warpgroups, priced 0.803.
 
     None where no such tile is measured, where the accumulators outgrow a consumer thread's registers (192 or 256
     columns, three or four warpgroups, hold 128 rows at most), or where a 2-D cluster's CTAs would hold fewer than
@@ -262,23 +278,52 @@ def swapped_cost(
         return None
     if (cols > 128 and rows > 128) or (cluster > 1 and rows < SWAP_2D_MIN_ROWS):
         return None
-    layout = [c for c in costs if (c.sms_per_workgroup, c.multicast) == ref_layout and c.tile[1:] == (bn, bk)]
-    refs = sorted(layout, key=lambda c: c.tile[0])
-    ref = next((c for c in refs if c.tile[0] // grid_m > rows), refs[-1] if refs else None)
+    layout = [c for c in costs if (c.sms_per_workgroup, c.multicast) == ref_layout and c.tile[2] == bk]
+    cta = {c: (c.tile[0] // grid_m, c.tile[1] // grid_n) for c in layout}  # each measured tile's CTA rows, columns
+    transposed = sorted((c for c in layout if cta[c][0] == cols), key=lambda c: cta[c][1])
+    below = [c for c in transposed if cta[c][1] <= rows]
+    above = [c for c in transposed if cta[c][1] >= rows]
+    if below and above:  # between two measured CTAs of `cols` rows: linear in the columns
+        lo, hi = below[-1], above[0]
+        w = 0.0 if lo is hi else (rows - cta[lo][1]) / (cta[hi][1] - cta[lo][1])
+
+        def mix(a: float, b: float) -> float:
+            return a + (b - a) * w
+
+        unaligned = None if lo.c_unaligned is None or hi.c_unaligned is None else mix(lo.c_unaligned, hi.c_unaligned)
+        return TileCost(
+            macro_tile, lo.launch, mix(lo.t0, hi.t0), mix(lo.c, hi.c), cluster, unaligned, lo.resident, multicast
+        )
+    ref: TileCost | None
+    if transposed:  # beyond them: scaled from the nearest
+        ref, along_m = (above or below)[0 if above else -1], 1
+    else:  # no measured CTA of `cols` rows: the one of `cols` columns and the least rows above (else the most)
+        refs = sorted((c for c in layout if cta[c][1] == cols), key=lambda c: cta[c][0])
+        ref, along_m = next((c for c in refs if cta[c][0] > rows), refs[-1] if refs else None), 0
     if ref is None:
         return None
-    ref_rows = ref.tile[0] // grid_m
-    scale = (rows + cols) / (ref_rows + cols)
+    # bound by the bytes a CTA receives, or by its math where that grows faster (a larger tile than the reference)
+    scale = max((rows + cols) / sum(cta[ref]), rows * cols / (cta[ref][0] * cta[ref][1]))
     unaligned = None if ref.c_unaligned is None else ref.c_unaligned * scale
     return TileCost(
-        macro_tile, ref.launch, ref.t0 * rows / ref_rows, ref.c * scale, cluster, unaligned, ref.resident, multicast
+        macro_tile,
+        ref.launch,
+        ref.t0 * rows / cta[ref][along_m],
+        ref.c * scale,
+        cluster,
+        unaligned,
+        ref.resident,
+        multicast,
     )
 
 
 def swapped_heights(m: int, grid_m: int = 1) -> list[int]:
-    """BM for ``m`` rows in ``t = 1 .. 4`` rows of tiles whose ``grid_m`` CTAs each take a multiple of 8 rows up to
-    256, not a multiple of 64 (those the measured tiles cover): ``grid_m * 8 * ceil(m / (8 * grid_m * t))``."""
-    heights = (grid_m * 8 * -(-m // (8 * grid_m * t)) for t in range(1, 5))
+    """BM for ``m`` rows in ``t`` rows of tiles whose ``grid_m`` CTAs each take a multiple of 8 rows up to 256, not a
+    multiple of 64 (those the measured tiles cover): ``grid_m * 8 * ceil(m / (8 * grid_m * t))``, the least BM that
+    covers ``m`` in ``t`` rows. One CTA (``grid_m = 1``) takes ``t = 1 .. 4``; a 2-D grid every ``t``, so its tiles
+    can be fitted to fill the SMs."""
+    counts = range(1, 5) if grid_m == 1 else {-(-m // (grid_m * r)) for r in range(8, 257, 8)}
+    heights = (grid_m * 8 * -(-m // (8 * grid_m * t)) for t in counts)
     return sorted({h for h in heights if h // grid_m <= 256 and h // grid_m % 64}, reverse=True)
 
 
@@ -286,16 +331,21 @@ def candidates(
     m: int, k: int, costs: tuple[TileCost, ...] = H100, references: tuple[TileCost, ...] = REFERENCES
 ) -> list[TileCost]:
     """The tiles :func:`choose_tile` weighs for ``m`` rows and depth ``k``: ``costs``' and, where a tile has at
-    least :data:`SWAP_MIN_ITERATIONS` K iterations, the swapped tiles that fit ``m`` (:func:`swapped_heights`) in
-    the widths and layouts of the one-CTA and 2-D cluster tiles of ``costs`` and ``references``
-    (:func:`swapped_cost`)."""
+    least :data:`SWAP_MIN_ITERATIONS` K iterations, the swapped tiles that fit ``m`` (:func:`swapped_heights`) on
+    the one-CTA and 2-D cluster layouts of ``costs`` and ``references``, as wide as a measured tile of that layout
+    or as its CTAs' rows times the grid's columns (the transposed kernel, :func:`swapped_cost`)."""
     measured = costs + references
-    # swapped_cost takes only the one-CTA and 2-D layouts of these
-    refs = sorted({(c.tile[1], c.tile[2], c.sms_per_workgroup, c.multicast) for c in measured}, reverse=True)
+    widths = set()  # (BN, BK, cluster, multicast) of the layouts swapped_cost takes
+    for c in measured:
+        grid_m, grid_n = (1, 1) if c.sms_per_workgroup == 1 else (2, c.sms_per_workgroup // 2)
+        if c.multicast == "ab" or c.sms_per_workgroup == 1:
+            widths |= {
+                (bn, c.tile[2], c.sms_per_workgroup, c.multicast) for bn in (c.tile[1], c.tile[0] // grid_m * grid_n)
+            }
     swapped = [
         swapped_cost((bm, bn, bk), measured, (cluster, multicast))
-        for bn, bk, cluster, multicast in refs
-        if k >= SWAP_MIN_ITERATIONS * bk
+        for bn, bk, cluster, multicast in sorted(widths, reverse=True)
+        if k >= (SWAP_MIN_ITERATIONS if cluster == 1 else SWAP_2D_MIN_ITERATIONS) * bk
         for bm in swapped_heights(m, 1 if cluster == 1 else 2)
     ]
     return [*costs, *(c for c in swapped if c is not None)]

@@ -19,6 +19,7 @@ from ctgraph.tiles import (
     H100,
     LAYOUTS,
     REFERENCES,
+    SWAP_2D_MIN_ITERATIONS,
     SWAP_2D_MIN_ROWS,
     SWAP_MIN_ITERATIONS,
     TileCost,
@@ -138,14 +139,16 @@ def test_the_unaligned_penalty_shrinks_with_the_load():
 
 
 def test_unaligned_big_gemms_get_a_multicasting_cluster():
-    """On the H100 a cluster of 4 CTAs, each reading a quarter of B, loses little to unaligned rows; aligned
+    """On the H100 a cluster of 4 CTAs, each reading a quarter or a half of B, loses little to unaligned rows; aligned
     big GEMMs keep clusters of 2, which pack all 132 SMs (clusters of 4 only 120)."""
-    for shape in ((2384, 3888, 7592), (4968, 3752, 2056)):
-        tile = choose_tile(*shape)
-        assert next(c for c in H100 if c.tile == tile).sms_per_workgroup == 4, shape
+    for m, n, k in ((2384, 3888, 7592), (4968, 3752, 2056)):
+        tile = choose_tile(m, n, k)
+        assert next(c for c in candidates(m, k) if c.tile == tile).sms_per_workgroup == 4, (m, n, k)
     assert choose_tile(4096, 4096, 4096) == choose_tile(8192, 8192, 8192) == (256, 256, 64)
     # few rows and both operands off the lines: a 2 x 4 cluster of swapped 120 x 128 CTAs sharing A and B
     assert choose_tile(232, 7304, 5176) == (240, 512, 64) and tile_layout((240, 512, 64)) == (8, "ab")
+    # 6168 rows in 30 tiles of 2 x 2 swapped CTAs of 104 x 128, where 512 x 192 tiles took 26 of 30 clusters
+    assert choose_tile(6168, 200, 2648) == (208, 256, 64) and tile_layout((208, 256, 64)) == (4, "ab")
 
 
 def test_clusters_that_do_not_pack_the_gpu_count_what_is_resident():
@@ -167,25 +170,41 @@ def test_choice_is_the_least_prediction(m, n, k):
     assert math.isfinite(best)
 
 
-def test_swapped_tiles_are_priced_from_the_measured_tile_of_their_width():
-    """A K iteration costs the bytes a CTA receives, ``(BM + BN) * BK * 2``; the epilogue the rows it stores."""
+def test_swapped_tiles_are_priced_from_the_measured_tile_they_transpose():
+    """A swapped CTA of M x N runs the kernel of a CTA of N x M: linear between two measured widths; beyond them a K
+    iteration costs the bytes a CTA receives, ``(M + N) * BK * 2``, or its math where that grows faster, and the
+    epilogue the elements it stores."""
     ref = tile_cost((128, 128, 64))
-    cost = swapped_cost((96, 128, 64))
+    cost = swapped_cost((96, 128, 64))  # below the narrowest CTA of 128 rows: by the bytes
     assert cost is not None and cost == tile_cost((96, 128, 64))
     assert cost.c == pytest.approx(ref.c * (96 + 128) / 256) and cost.t0 == pytest.approx(ref.t0 * 96 / 128)
     assert cost.c_unaligned == pytest.approx(ref.c_unaligned * (96 + 128) / 256)
-    assert swapped_cost((136, 64, 64)).c == pytest.approx(tile_cost((64, 64, 64)).c * 200 / 128)  # the largest
+    lo, hi = tile_cost((128, 192, 64)), tile_cost((128, 256, 64))  # 232 rows: between 128 x 192 and 128 x 256
+    cost = swapped_cost((232, 128, 64))
+    for got, a, b in (
+        (cost.c, lo.c, hi.c),
+        (cost.c_unaligned, lo.c_unaligned, hi.c_unaligned),
+        (cost.t0, lo.t0, hi.t0),
+    ):
+        assert got == pytest.approx(a + (b - a) * 40 / 64)
+    assert swapped_cost((136, 64, 64)).c == pytest.approx(tile_cost((64, 128, 64)).c * 136 / 128)  # beyond: the math
+    # no measured CTA of 192 rows: from the one of 192 columns with the least rows above
+    assert swapped_cost((72, 192, 64)).c == pytest.approx(lo.c * (72 + 192) / (128 + 192))
     for tile in [(128, 128, 64), (100, 128, 64), (264, 64, 64), (136, 192, 64), (72, 96, 64), (72, 128, 32)]:
         assert swapped_cost(tile) is None, tile
     assert swapped_heights(136) == [136, 72, 48, 40] and swapped_heights(1) == [8]
     assert swapped_heights(1000) == [] and swapped_heights(256) == [88]  # 256, 128 and 64 are measured tiles
+    # a 2-D grid of CTAs fits m in any number of rows of tiles
+    assert swapped_heights(744, 2) == [192, 160, 112, 96, 80, 64, 48, 32, 16]
 
 
 def test_swapped_tiles_need_enough_k_iterations_to_be_weighed():
     few, enough = (SWAP_MIN_ITERATIONS - 1) * 64, SWAP_MIN_ITERATIONS * 64
     assert candidates(176, few) == list(H100)
     one_cta = {(bm, bn, 64) for bm in (176, 88, 48) for bn in (64, 128, 192, 256) if bn <= 128 or bm <= 128}
-    assert {c.tile for c in candidates(176, enough)} - set(CANDIDATES) == one_cta | {(176, 512, 64)}
+    assert {c.tile for c in candidates(176, enough)} - set(CANDIDATES) == one_cta
+    two_d = {(176, 256, 64), (176, 384, 64), (176, 512, 64)}  # 2 x 2 grids of 128 and 192 columns, 2 x 4 of 128
+    assert {c.tile for c in candidates(176, SWAP_2D_MIN_ITERATIONS * 64)} - set(CANDIDATES) == one_cta | two_d
     assert choose_tile(168, 920, 760) == (48, 64, 64)  # 60 tiles, where 64 x 64 made 45
 
 
@@ -212,6 +231,10 @@ def test_references_price_swapped_tiles_but_are_not_candidates():
     assert swapped_cost((2 * rows, 512, 64), ref_layout=(8, "ab")) is None  # too few rows per CTA
     assert swapped_cost((2 * rows, 512, 64)) is None  # no one-CTA tile is 512 wide
     assert ref.line() == "TileCost((256, 512, 64), 3.19e-6, 1.21e-6, 0.389e-6, 8, 0.402e-6, 15, 'ab'),"
+    two_by_two = REFERENCES[1]  # CTAs of 128 x 192: prices 2 x 2 grids of swapped CTAs 128 (and 192) wide
+    assert LAYOUTS[two_by_two.tile] == (4, "ab") and two_by_two.tile not in CANDIDATES
+    cost = swapped_cost((192, 256, 64), ref_layout=(4, "ab"))  # CTAs of 96 x 128: the reference's 128 x 192, transposed
+    assert cost.c == pytest.approx(two_by_two.c * (96 + 128) / (128 + 192)) and cost.resident == 30
 
 
 def test_float32_keeps_the_default_tile():
