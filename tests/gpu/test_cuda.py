@@ -122,6 +122,7 @@ def test_wgmma_clusters(shape, transform, tile, cluster):
         ((128, 256, 32), 4, "ab"),
         ((256, 512, 64), 8, "ab"),
         ((288, 128, 64), 4, "ab"),
+        ((208, 256, 64), 4, "ab"),  # swapped CTAs of 104 x 128, as auto fits m on 2 x 2 grids
     ],
     ids=str,
 )
