@@ -19,8 +19,11 @@ kernel, once per role:
   in shared memory and stores it with TMA (:meth:`HopperCodegen._epilogue_tma`), so the store of one
   tile runs on under the next tile's mainloop.
 
-Both roles step one ring counter ``it_`` through the same sequence of iterations, so stage ``it_ %
-STAGES`` and phase ``(it_ / STAGES) & 1`` agree without any other communication.
+Both roles step one ring position ``ring_`` (iteration ``it``, its stage ``it % STAGES`` and that stage's phase
+``(it / STAGES) & 1``, kept by increments) through the same sequence of iterations, so they agree without any other
+communication. The producer is one thread whose index math per K iteration is serial; with small tiles it, not the
+tensor cores, sets the pace, so its loop carries the stage and phase, and ``k`` as ``k0_`` plus the loop counter
+(:func:`k_start`), instead of dividing again each iteration.
 
 A kernel that loads no tiles (split-K's reduction) has no ring and no roles: each CTA of a workgroup is spread
 over ``R_PIECES`` CTAs of 128 threads, each adding one float4 of every partial and storing its four elements of D
@@ -67,6 +70,7 @@ import re
 import sympy
 
 from ctgraph import control as C
+from ctgraph.expr import Mod
 from ctgraph.tiles import tile_layout
 
 from .codegen import _Codegen
@@ -95,6 +99,22 @@ SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulato
 def loads_tiles(cg: C.ControlGraph, tag: int) -> bool:
     """Does node ``tag`` (a kernel: else it only adds partials, split-K's reduction) load tiles below it?"""
     return any(isinstance(cg[t], C.LoadTile) for t, _ in cg.walk(tag))
+
+
+def k_start(value: sympy.Expr, counter: sympy.Symbol) -> sympy.Expr | None:
+    """The K iteration a K loop's assignment ``value`` gives at ``counter = 0``, where ``value`` advances by one per
+    iteration (``value = start + counter``); None where it may not.
+
+    Two forms do: ``X + counter`` (split-K's chunks), and ``(X + counter) mod N`` (the Stream-K and data-parallel
+    iteration spaces, ``N`` the K iterations of a tile). For the second, a K loop runs while its tile is the same
+    (the trip count is where the tile changes, :meth:`_Codegen._trip_count`), and the tile is a function of
+    ``floor((X + counter) / N)``, so that floor is fixed and ``(X + counter) mod N = (X mod N) + counter``."""
+    if counter not in value.free_symbols:
+        return None
+    if isinstance(value, Mod) and counter not in (value.args[0] - counter).free_symbols:
+        return Mod(value.args[0] - counter, value.args[1])
+    rest = sympy.expand(value - counter)
+    return rest if counter not in rest.free_symbols else None
 
 
 def reduction_launch(layout: dict[str, int]) -> tuple[int, int, int, int]:
@@ -331,7 +351,8 @@ class HopperCodegen(_Codegen):
         w.open("if (threadIdx.x < 128)")
         w("setmaxnreg_dec<PRODUCER_REGS>();")
         w.open("if (threadIdx.x == 0)")
-        w("unsigned it_ = 0;  // ring position: the producer's and consumers' iterations match one for one")
+        self.templates.add("ring")
+        w("Ring ring_;  // ring position: the producer's and consumers' iterations match one for one")
         self._role_body("producer")
         w.close()
         w.close()
@@ -339,7 +360,8 @@ class HopperCodegen(_Codegen):
         w("setmaxnreg_inc<CONSUMER_REGS>();")
         w("const int tid_ = threadIdx.x - 128;")
         self._warp_coords()
-        w("unsigned it_ = 0;")
+        w("Ring ring_;")
+        self.templates.add("ring")
         if stores:
             w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
         w("float acc[NACC];")
@@ -523,9 +545,9 @@ class HopperCodegen(_Codegen):
         w.open("")
         w(f"const float* ws_ = {self._slot(node.slot)};")
         w("#pragma unroll 1")
-        w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_)")
-        w("const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;")
-        w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
+        w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next())")
+        w("const unsigned s_ = ring_.stage;")
+        w("if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage")
         w("const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);")
         w("const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));")
         w("mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);")
@@ -544,9 +566,9 @@ class HopperCodegen(_Codegen):
         self.templates |= {"mbar_wait", "ld_shared_v4_f32"}
         w.open("")
         w("#pragma unroll")
-        w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_)")
-        w("const unsigned s_ = it_ % STAGES;")
-        w("mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed")
+        w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next())")
+        w("const unsigned s_ = ring_.stage;")
+        w("mbar_wait(full_ + 8 * s_, ring_.phase);  // the partial's bytes have landed")
         w("#pragma unroll")
         w.open("for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4)")
         w("const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4")
@@ -702,27 +724,34 @@ class HopperCodegen(_Codegen):
         for load in (load_a, load_b):
             if len(load.origin) != 2:
                 raise NotImplementedError(f"the wgmma mainloop needs the box origin of the {load.tensor} tile")
+        k0 = k_start(assign.value, node.counter)
+        if k0 is not None:
+            w(f"const int k0_ = {self.cxx(k0)};  // {assign.target.name} at {fk} = 0: it then advances with {fk}")
         first = 0
         if self.cg.enters(tag):
             first = 1
             w(f"{fk} = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count")
             w.open("")
-            self._produce_stage(assign, load_a, load_b)
+            self._produce_stage(assign, load_a, load_b, node.counter, k0)
             w.close()
-            w("++it_;")
+            w("ring_.next();")
         self._trip_count(node)
         w("#pragma unroll 1")
-        w.open(f"for ({fk} = {first}; {fk} < count_; ++{fk}, ++it_)")
-        self._produce_stage(assign, load_a, load_b)
+        w.open(f"for ({fk} = {first}; {fk} < count_; ++{fk}, ring_.next())")
+        self._produce_stage(assign, load_a, load_b, node.counter, k0)
         w.close()
 
-    def _produce_stage(self, assign: C.Assign, load_a: C.LoadTile, load_b: C.LoadTile) -> None:
-        """Ring stage ``it_``: wait until it is free, arm ``full[s]`` and issue the K iteration's boxes."""
+    def _produce_stage(
+        self, assign: C.Assign, load_a: C.LoadTile, load_b: C.LoadTile, counter: sympy.Symbol, k0: sympy.Expr | None
+    ) -> None:
+        """Ring stage ``ring_``: wait until it is free, arm ``full[s]`` and issue the K iteration's boxes; the K
+        iteration is ``k0_ + counter`` where :func:`k_start` found its start."""
         w = self.w
-        w("const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;")
-        w("if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage")
+        w("const unsigned s_ = ring_.stage;")
+        w("if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
-        w(f"const int {assign.target.name} = {self.cxx(assign.value)};")
+        value = assign.value if k0 is None else sympy.Symbol("k0_", integer=True) + counter
+        w(f"const int {assign.target.name} = {self.cxx(value)};")
         self._load_stage(load_a.origin, load_b.origin)
 
     def _load_stage(self, a: tuple[sympy.Expr, ...], b: tuple[sympy.Expr, ...]) -> None:
@@ -775,11 +804,11 @@ class HopperCodegen(_Codegen):
         self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", wgmma}
         # a warpgroup takes 64 rows of the A stage, or (swapped) one 64-column chunk of the B stage
         a_off, b_off = ("", "(tid_ >> 7) * BK * 128 + ") if swap else ("(tid_ >> 7) * 64 * BK * 2 + ", "")
-        release = self._release("empty_ + 8 * ((it_ + STAGES - 1) % STAGES)")
+        release = self._release("empty_ + 8 * ring_.previous()")
         w("#pragma unroll 1")
-        w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name}, ++it_)")
-        w("const unsigned s_ = it_ % STAGES;")
-        w("mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the stage's TMA bytes have landed")
+        w.open(f"for ({fk.name} = 0; {fk.name} < count_; ++{fk.name}, ring_.next())")
+        w("const unsigned s_ = ring_.stage;")
+        w("mbar_wait(full_ + 8 * s_, ring_.phase);  // the stage's TMA bytes have landed")
         w("wgmma_fence();")
         w("#pragma unroll")
         w.open("for (int ks_ = 0; ks_ < BK / 16; ++ks_)")

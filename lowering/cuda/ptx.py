@@ -215,6 +215,16 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\\n" ::: "memory");
 }""",
     # shared-memory matrix descriptor: address, leading / stride byte offsets, swizzle span (128, 64, 32 B)
+    "ring": """
+// a position in the ring of STAGES stages: iteration it, its stage it % STAGES and the stage's phase (it / STAGES) & 1
+struct Ring {
+    unsigned it = 0, stage = 0, phase = 0;
+    __device__ __forceinline__ void next() {
+        ++it;
+        if (++stage == STAGES) stage = 0, phase ^= 1;
+    }
+    __device__ __forceinline__ unsigned previous() const { return stage ? stage - 1 : STAGES - 1; }
+};""",
     "smem_desc": """
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {
     const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;

@@ -117,6 +117,15 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
                  :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
+// a position in the ring of STAGES stages: iteration it, its stage it % STAGES and the stage's phase (it / STAGES) & 1
+struct Ring {
+    unsigned it = 0, stage = 0, phase = 0;
+    __device__ __forceinline__ void next() {
+        ++it;
+        if (++stage == STAGES) stage = 0, phase ^= 1;
+    }
+    __device__ __forceinline__ unsigned previous() const { return stage ? stage - 1 : STAGES - 1; }
+};
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {
     const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16)
@@ -181,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     if (threadIdx.x < 128) {
         setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
-            unsigned it_ = 0;  // ring position: the producer's and consumers' iterations match one for one
+            Ring ring_;  // ring position: the producer's and consumers' iterations match one for one
             int child_sk = 0;
             int forK_dp = 0;
             int forK_sk = 0;
@@ -198,12 +207,13 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
                 kStart = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);
                  {
+                    const int k0_ = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);  // k at forK_sk = 0: it then advances with forK_sk
                     forK_sk = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
                      {
-                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
-                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                        const unsigned s_ = ring_.stage;
+                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = ((forK_sk + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
+                        const int k = forK_sk + k0_;
                         tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
                         // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
@@ -211,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                             tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
                         }
                     }
-                    ++it_;
+                    ring_.next();
                     // K loop: trip count from its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
                     int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
                     if (hi_ > 0) {
@@ -224,11 +234,11 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                     const int count_ = lo_;
                     #pragma unroll 1
-                    for (forK_sk = 1; forK_sk < count_; ++forK_sk, ++it_) {
-                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
-                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                    for (forK_sk = 1; forK_sk < count_; ++forK_sk, ring_.next()) {
+                        const unsigned s_ = ring_.stage;
+                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = ((forK_sk + forTile_sk + numSKTilesPerWG*wg) % numTilesK);
+                        const int k = forK_sk + k0_;
                         tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
                         // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
@@ -249,9 +259,9 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                              {
                                 const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
                                 #pragma unroll 1
-                                for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
-                                    const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
-                                    if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                                for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next()) {
+                                    const unsigned s_ = ring_.stage;
+                                    if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
                                     const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
                                     const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
                                     mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
@@ -278,9 +288,9 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                                  {
                                     const float* ws_ = workspace + (size_t)(root_sk) * (BM * BN) + cta_ * (THREADS * NACC);
                                     #pragma unroll 1
-                                    for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
-                                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
-                                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                                    for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next()) {
+                                        const unsigned s_ = ring_.stage;
+                                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
                                         const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
                                         const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
                                         mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
@@ -300,12 +310,13 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
                 n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
                  {
+                    const int k0_ = ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);  // k at forK_dp = 0: it then advances with forK_dp
                     forK_dp = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
                      {
-                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
-                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                        const unsigned s_ = ring_.stage;
+                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = ((forK_dp + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
+                        const int k = forK_dp + k0_;
                         tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
                         // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
@@ -313,7 +324,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                             tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
                         }
                     }
-                    ++it_;
+                    ring_.next();
                     // K loop: trip count from its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
                     int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
                     if (hi_ > 0) {
@@ -326,11 +337,11 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                     const int count_ = lo_;
                     #pragma unroll 1
-                    for (forK_dp = 1; forK_dp < count_; ++forK_dp, ++it_) {
-                        const unsigned s_ = it_ % STAGES, phase_ = (it_ / STAGES) & 1;
-                        if (it_ >= STAGES) mbar_wait(empty_ + 8 * s_, phase_ ^ 1);  // the consumers released this stage
+                    for (forK_dp = 1; forK_dp < count_; ++forK_dp, ring_.next()) {
+                        const unsigned s_ = ring_.stage;
+                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
                         mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = ((forK_dp + forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);
+                        const int k = forK_dp + k0_;
                         tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
                         #pragma unroll
                         // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
@@ -347,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         const int tid_ = threadIdx.x - 128;
         [[maybe_unused]] const int lane_ = tid_ & 31;
         [[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;
-        unsigned it_ = 0;
+        Ring ring_;
         unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer
         float acc[NACC];
         int child_sk = 0;
@@ -380,9 +391,9 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 }
                 const int count_ = lo_;
                 #pragma unroll 1
-                for (forK_sk = 0; forK_sk < count_; ++forK_sk, ++it_) {
-                    const unsigned s_ = it_ % STAGES;
-                    mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the stage's TMA bytes have landed
+                for (forK_sk = 0; forK_sk < count_; ++forK_sk, ring_.next()) {
+                    const unsigned s_ = ring_.stage;
+                    mbar_wait(full_ + 8 * s_, ring_.phase);  // the stage's TMA bytes have landed
                     wgmma_fence();
                     #pragma unroll
                     for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
@@ -395,19 +406,19 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                     wgmma_commit();
                     wgmma_wait<1>();  // the previous iteration's group has retired: its stage is free
-                    if (forK_sk > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
+                    if (forK_sk > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ring_.previous());
                 }
                 wgmma_wait<0>();
-                if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
+                if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ring_.previous());
             }
             if (kStart != 0) {
                 for (stride_sk = 1; ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) == m && (wg % (4*stride_sk)) == 0 && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(stride_sk + wg) < numTilesSK && numSKTilesPerWG*(stride_sk + wg) < totalTiles && stride_sk + wg < numWGs && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) < numTilesM; stride_sk += 3*stride_sk) {
                     for (child_sk = stride_sk + wg; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk < 4*stride_sk + wg && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += stride_sk) {
                          {
                             #pragma unroll
-                            for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
-                                const unsigned s_ = it_ % STAGES;
-                                mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
+                            for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next()) {
+                                const unsigned s_ = ring_.stage;
+                                mbar_wait(full_ + 8 * s_, ring_.phase);  // the partial's bytes have landed
                                 #pragma unroll
                                 for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4) {
                                     const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4
@@ -437,9 +448,9 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         for (root_sk = level_sk + wg - ((wg % level_sk)); ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*root_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && root_sk < numWGs && numSKTilesPerWG*root_sk < numTilesSK && numSKTilesPerWG*root_sk < totalTiles && ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) < numTilesM && (root_sk % (4*level_sk)) != 0; root_sk += level_sk) {
                              {
                                 #pragma unroll
-                                for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ++it_) {
-                                    const unsigned s_ = it_ % STAGES;
-                                    mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the partial's bytes have landed
+                                for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next()) {
+                                    const unsigned s_ = ring_.stage;
+                                    mbar_wait(full_ + 8 * s_, ring_.phase);  // the partial's bytes have landed
                                     #pragma unroll
                                     for (int e_ = 0; e_ < FIX_EA + FIX_EB && c_ * (FIX_EA + FIX_EB) + e_ < NACC; e_ += 4) {
                                         const unsigned at_ = e_ < FIX_EA ? sA_ + s_ * A_STAGE * 2 + (e_ * THREADS + 4 * tid_) * 4
@@ -525,9 +536,9 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 }
                 const int count_ = lo_;
                 #pragma unroll 1
-                for (forK_dp = 0; forK_dp < count_; ++forK_dp, ++it_) {
-                    const unsigned s_ = it_ % STAGES;
-                    mbar_wait(full_ + 8 * s_, (it_ / STAGES) & 1);  // the stage's TMA bytes have landed
+                for (forK_dp = 0; forK_dp < count_; ++forK_dp, ring_.next()) {
+                    const unsigned s_ = ring_.stage;
+                    mbar_wait(full_ + 8 * s_, ring_.phase);  // the stage's TMA bytes have landed
                     wgmma_fence();
                     #pragma unroll
                     for (int ks_ = 0; ks_ < BK / 16; ++ks_) {
@@ -540,10 +551,10 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                     wgmma_commit();
                     wgmma_wait<1>();  // the previous iteration's group has retired: its stage is free
-                    if (forK_dp > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
+                    if (forK_dp > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ring_.previous());
                 }
                 wgmma_wait<0>();
-                if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ((it_ + STAGES - 1) % STAGES));
+                if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ring_.previous());
             }
              {
                 const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows (columns, swapped) and named barrier

@@ -6,11 +6,14 @@ import re
 from pathlib import Path
 
 import pytest
+import sympy
 
 import ctgraph
+from ctgraph.expr import FloorDiv, Mod
 from lowering.cuda.hopper import (
     accumulator_budget,
     hopper_layout,
+    k_start,
     launch_registers,
     reduction_launch,
     register_split,
@@ -195,6 +198,31 @@ def test_hopper_producer_loads_iteration_0_before_the_trip_count(transform):
     for section in producer.split("iteration 0 goes out before the trip count")[1:]:
         assert section.index("tma_load_2d") < section.index("// K loop: trip count") < section.index("= 1; forK")
     assert "goes out before the trip count" not in consumers
+
+
+def test_k_start_finds_where_a_k_loop_starts_when_k_advances_with_its_counter():
+    f, x, n, w = (sympy.Symbol(s, integer=True, nonnegative=True) for s in ("forK", "forTile", "numTilesK", "wg"))
+    assert k_start(Mod(f + x + 3 * w, n), f) == Mod(x + 3 * w, n)  # Stream-K / data-parallel: one tile per K loop
+    assert k_start(7 * w + f + x, f) == 7 * w + x  # split-K's chunks
+    for value in (Mod(2 * f + x, n), x, Mod(f + x, n) + f, FloorDiv(f + x, n)):
+        assert k_start(value, f) is None, value
+
+
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk"])
+def test_hopper_producer_steps_the_ring_and_k_without_dividing(transform):
+    """The producer is one thread whose serial index math per K iteration paced small tiles: its stage, phase and
+    ``k`` advance by increments, with no division or remainder left in its K loop."""
+    src = cuda_kernel(
+        transform, tile=(128, 256, 64), workgroups=1024, mainloop="wgmma", **SPLITS.get(transform, {})
+    ).source
+    producer = src.split("setmaxnreg_dec<PRODUCER_REGS>();")[1].split("setmaxnreg_inc<CONSUMER_REGS>();")[0]
+    loops = re.findall(
+        r"for \(forK\w* = 1; forK\w* < count_; \+\+forK\w*, ring_.next\(\)\) \{(.*?)\n {20}\}", producer, re.S
+    )
+    assert loops
+    for body in loops:
+        assert "const int k = forK" in body and "k0_" in body and "%" not in body and "/ STAGES" not in body
+    assert "it_ %" not in src and "Ring ring_;" in src
 
 
 @pytest.mark.parametrize("transform", ["streamk", "streamk2tile", "streamk_hybrid", "splitk"])
