@@ -314,11 +314,12 @@ class HopperCodegen(_Codegen):
         w("using namespace ctg;")
 
     def _kernel(self) -> str:
-        self.reduction = not self._loads_below(self.tag)
+        self.reduction = not loads_tiles(self.cg, self.tag)
         if self.reduction:
             return self._reduction_kernel()
         w, k = self.w, self.kernel
         self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc", "mbar_init", "fence_mbar_init"}
+        self.templates.add("ring")  # both roles step a Ring through the stages
         stores = any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
         clustered = self.L["CLUSTER"] > 1
         if clustered:
@@ -351,7 +352,6 @@ class HopperCodegen(_Codegen):
         w.open("if (threadIdx.x < 128)")
         w("setmaxnreg_dec<PRODUCER_REGS>();")
         w.open("if (threadIdx.x == 0)")
-        self.templates.add("ring")
         w("Ring ring_;  // ring position: the producer's and consumers' iterations match one for one")
         self._role_body("producer")
         w.close()
@@ -361,7 +361,6 @@ class HopperCodegen(_Codegen):
         w("const int tid_ = threadIdx.x - 128;")
         self._warp_coords()
         w("Ring ring_;")
-        self.templates.add("ring")
         if stores:
             w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
         w("float acc[NACC];")
@@ -422,9 +421,6 @@ class HopperCodegen(_Codegen):
         w.lines[start:start] = [d for d in decls if d.split()[1] in used]
 
     # --- the producer prints only what leads to the ring: tile loads and partials to add ---------------
-
-    def _loads_below(self, tag: int) -> bool:
-        return loads_tiles(self.cg, tag)
 
     def _feeds_ring(self, tag: int) -> bool:
         return any(isinstance(self.cg[t], C.LoadTile | C.AccumulatePartial) for t, _ in self.cg.walk(tag))

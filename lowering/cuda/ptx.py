@@ -214,7 +214,6 @@ __device__ __forceinline__ unsigned cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\\n" ::: "memory");
 }""",
-    # shared-memory matrix descriptor: address, leading / stride byte offsets, swizzle span (128, 64, 32 B)
     "ring": """
 // a position in the ring of STAGES stages: iteration it, its stage it % STAGES and the stage's phase (it / STAGES) & 1
 struct Ring {
@@ -225,6 +224,7 @@ struct Ring {
     }
     __device__ __forceinline__ unsigned previous() const { return stage ? stage - 1 : STAGES - 1; }
 };""",
+    # shared-memory matrix descriptor: address, leading / stride byte offsets, swizzle span (128, 64, 32 B)
     "smem_desc": """
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle) {
     const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
