@@ -243,6 +243,11 @@ SWAP_2D_MIN_ITERATIONS = 16
 SWAP_2D_MIN_ROWS = 80
 
 
+def _swap_grid(cluster: int) -> tuple[int, int]:
+    """The CTA grid, rows x columns, of a layout swapped tiles run on: one CTA, or ``2 x cluster/2`` (``"ab"``)."""
+    return (1, 1) if cluster == 1 else (2, cluster // 2)
+
+
 def swapped_cost(
     macro_tile: tuple[int, int, int],
     costs: tuple[TileCost, ...] = H100 + REFERENCES,
@@ -272,7 +277,7 @@ def swapped_cost(
     cluster, multicast = ref_layout
     if multicast not in ("b", "ab") or (multicast == "b") != (cluster == 1):
         return None
-    grid_m, grid_n = (1, 1) if cluster == 1 else (2, cluster // 2)
+    grid_m, grid_n = _swap_grid(cluster)
     rows, cols = bm // grid_m, bn // grid_n
     if bm % grid_m or bn % grid_n or rows % 8 or rows % 64 == 0 or not 8 <= rows <= 256 or cols % 64 or cols > 256:
         return None
@@ -337,7 +342,7 @@ def candidates(
     measured = costs + references
     widths = set()  # (BN, BK, cluster, multicast) of the layouts swapped_cost takes
     for c in measured:
-        grid_m, grid_n = (1, 1) if c.sms_per_workgroup == 1 else (2, c.sms_per_workgroup // 2)
+        grid_m, grid_n = _swap_grid(c.sms_per_workgroup)
         if c.multicast == "ab" or c.sms_per_workgroup == 1:
             widths |= {
                 (bn, c.tile[2], c.sms_per_workgroup, c.multicast) for bn in (c.tile[1], c.tile[0] // grid_m * grid_n)
