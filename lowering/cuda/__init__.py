@@ -38,7 +38,7 @@ __all__ = [
     "select_policy",
 ]
 
-_MODULES: dict[tuple[str, str, str], Any] = {}
+_MODULES: dict[tuple[str, str, str, Any], Any] = {}  # (source, arch, entry point, launch) -> loaded function
 _LOCK = threading.Lock()
 INT32_MAX = 2**31 - 1
 
@@ -56,11 +56,11 @@ def _context() -> None:
 
 
 def _load(source: str, name: str, opts: CudaOptions, launch: Any) -> Any:
-    """Compile and load once per (source, arch, entry point): a new shape reuses the same binary."""
+    """Compile and load once per (source, arch, entry point, launch): a new shape reuses the same binary."""
     from .driver import load_function
     from .nvcc import cubin
 
-    key = (source, opts.arch, name)
+    key = (source, opts.arch, name, launch)
     with _LOCK:
         if key not in _MODULES:
             _context()
@@ -160,9 +160,10 @@ class CudaProgram:
             from .driver import Launch
 
             lay = self.layout_of(key[0])
-            launch = Launch(lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1))
+            pdl = key[0] == "wgmma" and self.options.pdl  # the Hopper source waits for the previous kernel
+            launch = Launch(lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1), pdl=pdl)
             if key[0] == "wgmma" and key[1] in self.reductions:
-                launch = Launch(*reduction_launch(lay))
+                launch = Launch(*reduction_launch(lay), pdl=pdl)
             self._functions[key] = _load(self.source_of(key[0]), key[1], self.options, launch)
         return self._functions[key]
 

@@ -18,6 +18,7 @@ __all__ = ["CudaError", "Function", "Launch", "device_attribute", "load_function
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38  # bytes
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
 class CudaError(RuntimeError):
@@ -49,8 +50,19 @@ def device_attribute(attribute: int) -> int:
     return value.value
 
 
+class _AttributeValue(ctypes.Union):
+    _fields_ = [("int", ctypes.c_int), ("_size", ctypes.c_uint64 * 8)]  # 64 bytes, 8-byte aligned, as in cuda.h
+
+
+class LaunchAttribute(ctypes.Structure):
+    """``CUlaunchAttribute``: an id and its value (the attributes used here take one int)."""
+
+    _fields_ = [("id", ctypes.c_int), ("value", _AttributeValue)]
+
+
 class LaunchConfig(ctypes.Structure):
-    """``CUlaunchConfig`` without attributes: a kernel's cluster shape comes from ``__cluster_dims__``."""
+    """``CUlaunchConfig``: a kernel's cluster shape comes from ``__cluster_dims__``; the one attribute used is
+    programmatic dependent launch (:attr:`Launch.pdl`)."""
 
     _fields_ = [
         *((f"{what}Dim{axis}", ctypes.c_uint) for what in ("grid", "block") for axis in "XYZ"),
@@ -71,6 +83,7 @@ class Launch:
     smem_bytes: int
     cluster: int = 1
     ctas: int | None = None
+    pdl: bool = False  # programmatic dependent launch: the source waits (griddepcontrol.wait) before global memory
 
     @property
     def ctas_per_workgroup(self) -> int:
@@ -120,22 +133,10 @@ class Function:
         """Launch ``grid`` workgroups (``grid * ctas_per_workgroup`` CTAs)."""
         ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         c = self.config
-        _check(
-            _lib().cuLaunchKernel(
-                self.handle,
-                grid * c.ctas_per_workgroup,
-                1,
-                1,
-                c.threads,
-                1,
-                1,
-                c.smem_bytes,
-                ctypes.c_void_p(stream),
-                ptrs,
-                None,
-            ),
-            "cuLaunchKernel",
-        )
+        pdl = LaunchAttribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, _AttributeValue(int=1))
+        attrs = (ctypes.addressof(pdl), 1) if c.pdl else (None, 0)
+        config = LaunchConfig(grid * c.ctas_per_workgroup, 1, 1, c.threads, 1, 1, c.smem_bytes, stream, *attrs)
+        _check(_lib().cuLaunchKernelEx(ctypes.byref(config), self.handle, ptrs, None), "cuLaunchKernelEx")
 
 
 def load_function(cubin: bytes, name: str, launch: Launch) -> Function:

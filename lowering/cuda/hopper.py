@@ -347,6 +347,7 @@ class HopperCodegen(_Codegen):
         w.close()
         w("fence_mbar_init();")
         w.close()
+        self._dependent_launch()
         w("cluster_sync();  // all barriers of the cluster are ready" if clustered else "__syncthreads();")
         w("// warpgroup 0 produces (TMA), the others consume (wgmma, fixup, epilogue)")
         w.open("if (threadIdx.x < 128)")
@@ -391,6 +392,7 @@ class HopperCodegen(_Codegen):
             raise NotImplementedError("a kernel without tile loads adds finished partials: it cannot wait on flags")
         self.nacc, self.first_acc = "4", "e0_"
         self._signature("__launch_bounds__(128)")
+        self._dependent_launch()
         w(f"const int {k.workgroup.name} = blockIdx.x / (CLUSTER * R_PIECES);")
         w("const int piece_ = blockIdx.x % R_PIECES;")
         w("// the cluster CTA whose partials' slice this is: its row and column in the cluster's grid of CTAs")
@@ -404,6 +406,13 @@ class HopperCodegen(_Codegen):
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
+
+    def _dependent_launch(self) -> None:
+        """Programmatic dependent launch (``CudaOptions.pdl``): let the stream's next kernel launch, then wait for
+        the previous one to finish. Everything above touches no global memory (tensor maps are parameters)."""
+        self.templates |= {"griddep_launch_dependents", "griddep_wait"}
+        self.w("griddep_launch_dependents();  // the next kernel may launch: its CTAs start as this one's exit")
+        self.w("griddep_wait();  // the previous kernel has finished and its writes are visible")
 
     def _warp_coords(self) -> None:
         """Consumer thread ``tid_``'s lane and warp in the cluster's warp grid: what its accumulators' rows and

@@ -60,7 +60,13 @@ class CudaOptions:
     instruction's 64-row side then runs along n (one consumer warpgroup per 64 columns of a CTA's tile) and
     its N side, any multiple of 8 up to 256, along m: a CTA's rows need not be a multiple of 64, so tiles like
     136 x 128 fit a skinny GEMM's tile count to the SMs. ``None`` (the default) swaps exactly when the macro
-    tile needs it (a CTA's rows not a multiple of 64); ``True`` or ``False`` forces one layout."""
+    tile needs it (a CTA's rows not a multiple of 64); ``True`` or ``False`` forces one layout.
+
+    ``pdl`` (wgmma path): launch with programmatic dependent launch. A kernel lets the next one in its stream
+    launch as soon as all its CTAs have started, and sets up its shared memory and barriers before it waits
+    (``griddepcontrol.wait``) for the previous kernel to finish, so back-to-back kernels overlap launch and
+    prologue with the tail of the one before (~0.5 us a kernel on the H100, docs/benchmarks.md). A kernel
+    launched so touches no global memory before that wait, so the stream's order of results is kept."""
 
     warps: int | None = None  # None: for the macro tile (for_tile)
     stages: int | None = None
@@ -72,6 +78,7 @@ class CudaOptions:
     cluster: int = 0
     multicast: str | None = None  # None: the layout ctgraph.tiles measured the macro tile on, else "b"
     swap: bool | None = None  # None: when a CTA's rows are not a multiple of 64
+    pdl: bool = True  # wgmma path: programmatic dependent launch
 
     def __post_init__(self) -> None:
         if self.warps is not None and (isinstance(self.warps, bool) or self.warps not in (1, 2, 4, 8, 16)):
@@ -94,6 +101,8 @@ class CudaOptions:
             )
         if not (self.swap is None or isinstance(self.swap, bool)):
             raise ValueError(f"swap must be None (when the macro tile needs it), True or False, got {self.swap!r}")
+        if not isinstance(self.pdl, bool):
+            raise ValueError(f"pdl must be True or False, got {self.pdl!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 

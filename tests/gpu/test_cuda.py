@@ -246,6 +246,39 @@ def test_torch_tensors_streams_and_out():
     assert isinstance(D3, torch.Tensor) and torch.equal(D3, D1)
 
 
+@pytest.mark.parametrize("pdl", [True, False])
+def test_dependent_launches_keep_the_stream_order(pdl):
+    """Back-to-back kernels, each reading the output of the one before and overwriting what that one read: with
+    programmatic dependent launch their prologues overlap, their results must not. Launched back to back, the
+    chain gives bit for bit what it gives with a synchronize after every kernel."""
+    torch = pytest.importorskip("torch")
+    m, k = 640, 1032
+    X = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    B = (torch.randn(k, k, device="cuda", dtype=torch.float32) / k**0.5).half()
+    g = ctgraph.gemm(m, k, k)
+    chain = [
+        ctgraph.compile(g, transform=t, target="cuda", pdl=pdl, **({"split": 4} if t == "splitk_reduce" else {}))
+        for t in ("dataparallel", "streamk", "splitk_reduce", "streamk2tile", "streamk_hybrid")
+    ]
+
+    def run(sync):
+        P, Q = X.clone(), torch.empty_like(X)
+        for kern in chain * 2:
+            kern(P, B, out=Q)  # Q = P @ B, then the next kernel overwrites P, which this one read
+            P, Q = Q, P
+            if sync:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        return P
+
+    ref = X.double().cpu().numpy()
+    for _ in chain * 2:
+        ref = (ref @ B.double().cpu().numpy()).astype(np.float16).astype(np.float64)
+    stepped, overlapped = run(sync=True), run(sync=False)
+    assert torch.equal(stepped, overlapped)
+    assert np.abs(overlapped.double().cpu().numpy() - ref).max() / np.abs(ref).max() < 1e-2
+
+
 def test_gpuarray_inputs():
     import pycuda.gpuarray as ga
 

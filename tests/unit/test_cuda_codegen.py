@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import sympy
 
 import ctgraph
 from ctgraph.expr import FloorDiv, Mod
+from lowering.cuda.driver import LaunchAttribute
 from lowering.cuda.hopper import (
     accumulator_budget,
     hopper_layout,
@@ -163,6 +165,8 @@ def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
         "mbarrier.try_wait.parity",
         "mbarrier.arrive.expect_tx",
         "setmaxnreg",
+        "griddepcontrol.launch_dependents",
+        "griddepcontrol.wait",
     ):
         assert op in ptx, op
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
@@ -176,6 +180,33 @@ def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
     fixup = ("ld.acquire.gpu", "red.release.gpu")
     spins = transform not in ("dataparallel", "splitk_reduce")
     assert all(op in ptx for op in fixup) == spins and any(op in ptx for op in fixup) == spins
+
+
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_hopper_kernels_wait_for_the_previous_kernel_before_global_memory(transform):
+    """Programmatic dependent launch: each entry point (split-K's reduction too) lets the next kernel launch and
+    waits for the previous one before its first read or write of an operand, the workspace or a flag; only
+    shared-memory setup and the tensor maps' prefetch (kernel parameters) come before."""
+    src = cuda_kernel(transform, tile=(128, 256, 64), workgroups=1024, mainloop="wgmma", **SPLITS.get(transform, {}))
+    kernels = src.source.split('extern "C" __global__')[1:]
+    assert len(kernels) == (2 if transform == "splitk_reduce" else 1)
+    for body in kernels:
+        body = body.split("{", 1)[1]  # after the signature
+        wait = body.index("griddep_wait();")
+        assert body.index("griddep_launch_dependents();") < wait
+        touched = [body.find(x) for x in ("workspace", "flags", "tma_", "ld_global", "C[", "D[") if x in body]
+        assert all(at > wait for at in touched), transform
+        assert body.count("griddep_wait();") == 1
+
+
+def test_pdl_option_is_a_bool():
+    with pytest.raises(ValueError, match="pdl must be True or False"):
+        _ = cuda_kernel("streamk", mainloop="wgmma", pdl=1).source
+
+
+def test_launch_attribute_matches_cuda_h():
+    """``CUlaunchAttribute``: a 4-byte id, then a 64-byte value union aligned to 8."""
+    assert ctypes.sizeof(LaunchAttribute) == 72 and LaunchAttribute.value.offset == 8
 
 
 def test_hopper_source_is_deterministic_and_shape_free():
