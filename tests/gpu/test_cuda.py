@@ -257,7 +257,7 @@ def test_dependent_launches_keep_the_stream_order(pdl):
     B = (torch.randn(k, k, device="cuda", dtype=torch.float32) / k**0.5).half()
     g = ctgraph.gemm(m, k, k)
     chain = [
-        ctgraph.compile(g, transform=t, target="cuda", pdl=pdl, **({"split": 4} if t == "splitk_reduce" else {}))
+        ctgraph.compile(g, transform=t, target="cuda", pdl=pdl, **({"split": 2} if t == "splitk_reduce" else {}))
         for t in ("dataparallel", "streamk", "splitk_reduce", "streamk2tile", "streamk_hybrid")
     ]
 
