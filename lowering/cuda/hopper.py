@@ -408,10 +408,13 @@ class HopperCodegen(_Codegen):
         return "\n".join(w.lines) + "\n"
 
     def _dependent_launch(self) -> None:
-        """Programmatic dependent launch (``CudaOptions.pdl``): let the stream's next kernel launch, then wait for
-        the previous one to finish. Everything above touches no global memory (tensor maps are parameters)."""
-        self.templates |= {"griddep_launch_dependents", "griddep_wait"}
-        self.w("griddep_launch_dependents();  // the next kernel may launch: its CTAs start as this one's exit")
+        """Programmatic dependent launch (``CudaOptions.pdl``): wait for the previous kernel in the stream to finish.
+        Everything above touches no global memory (the tensor maps are parameters)."""
+        # NOTE: no griddepcontrol.launch_dependents: the next kernel launches once this one's CTAs have exited.
+        # Triggered at the start, its CTAs took the SMs this grid left idle and waited there, and kernels with idle
+        # SMs and long K ran 0.81-0.94x (1416x280x1136, 240x1488x2312, 256x256x65536), where waiting alone runs
+        # 1.01-1.03x; tiny kernels gained 1.2x with the trigger and 1.1x without (H100, docs/bench/pdl-probes.txt).
+        self.templates.add("griddep_wait")
         self.w("griddep_wait();  // the previous kernel has finished and its writes are visible")
 
     def _warp_coords(self) -> None:

@@ -62,11 +62,11 @@ class CudaOptions:
     136 x 128 fit a skinny GEMM's tile count to the SMs. ``None`` (the default) swaps exactly when the macro
     tile needs it (a CTA's rows not a multiple of 64); ``True`` or ``False`` forces one layout.
 
-    ``pdl`` (wgmma path): launch with programmatic dependent launch. A kernel lets the next one in its stream
-    launch as soon as all its CTAs have started, and sets up its shared memory and barriers before it waits
-    (``griddepcontrol.wait``) for the previous kernel to finish, so back-to-back kernels overlap launch and
-    prologue with the tail of the one before (~0.5 us a kernel on the H100, docs/benchmarks.md). A kernel
-    launched so touches no global memory before that wait, so the stream's order of results is kept."""
+    ``pdl`` (wgmma path): launch with programmatic dependent launch. A kernel may then launch while the one
+    before it in the stream finishes, and sets up its shared memory and barriers before it waits
+    (``griddepcontrol.wait``) for that one to complete, so back-to-back kernels overlap launch and prologue with
+    the tail of the one before (up to ~0.3 us a kernel on the H100, docs/benchmarks.md). It touches no global
+    memory before that wait, so the stream's order of results is kept."""
 
     warps: int | None = None  # None: for the macro tile (for_tile)
     stages: int | None = None

@@ -246,13 +246,8 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
     **{f"wgmma_n{n}": _wgmma(n) for n in WGMMA_N},
     **{f"wgmma_swap_n{n}": _wgmma(n, swap=True) for n in WGMMA_SWAP_N},
     # give registers back (producer) or take them (consumers): warpgroup-wide
-    # programmatic dependent launch: the next kernel in the stream may launch once every CTA of this one has
-    # signalled; a kernel launched so waits for the previous one to finish (its writes visible) before touching
-    # global memory. Both are no-ops for a kernel launched without the attribute.
-    "griddep_launch_dependents": """
-__device__ __forceinline__ void griddep_launch_dependents() {
-    asm volatile("griddepcontrol.launch_dependents;\\n" ::: "memory");
-}""",
+    # programmatic dependent launch: a kernel launched with the attribute may start before the previous one in its
+    # stream has finished; this waits until it has and its writes are visible (a no-op without the attribute)
     "griddep_wait": """
 __device__ __forceinline__ void griddep_wait() {
     asm volatile("griddepcontrol.wait;\\n" ::: "memory");
