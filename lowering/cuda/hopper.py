@@ -29,6 +29,10 @@ A kernel that loads no tiles (split-K's reduction) has no ring and no roles: eac
 over ``R_PIECES`` CTAs of 128 threads, each adding one float4 of every partial and storing its four elements of D
 (:meth:`HopperCodegen._reduction_kernel`).
 
+Every entry point waits for the previous kernel in the stream (``griddepcontrol.wait``) before it touches global
+memory, so it may be launched with programmatic dependent launch and set up under that kernel's tail
+(:meth:`HopperCodegen._dependent_launch`, ``CudaOptions.pdl``).
+
 **Clusters** (``CLUSTER`` = 2, 4 or 8): a workgroup is a cluster of CTAs that run the same program (``wg =
 blockIdx.x / CLUSTER``), laid out as a ``CLUSTER_M x CLUSTER_N`` grid: CTA ``r`` is ``(i, j) = (r % CLUSTER_M,
 r / CLUSTER_M)`` and computes rows ``i*CTA_M ..`` and columns ``j*CTA_N ..`` of the macro tile. ``multicast="b"``

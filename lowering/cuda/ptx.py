@@ -245,13 +245,13 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 }""",
     **{f"wgmma_n{n}": _wgmma(n) for n in WGMMA_N},
     **{f"wgmma_swap_n{n}": _wgmma(n, swap=True) for n in WGMMA_SWAP_N},
-    # give registers back (producer) or take them (consumers): warpgroup-wide
     # programmatic dependent launch: a kernel launched with the attribute may start before the previous one in its
     # stream has finished; this waits until it has and its writes are visible (a no-op without the attribute)
     "griddep_wait": """
 __device__ __forceinline__ void griddep_wait() {
     asm volatile("griddepcontrol.wait;\\n" ::: "memory");
 }""",
+    # give registers back (producer) or take them (consumers): warpgroup-wide
     "setmaxnreg_dec": """
 template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(N));
