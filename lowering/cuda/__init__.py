@@ -159,11 +159,11 @@ class CudaProgram:
         if key not in self._functions:
             from .driver import Launch
 
-            lay = self.layout_of(key[0])
-            pdl = key[0] == "wgmma" and self.options.pdl  # the Hopper source waits for the previous kernel
-            launch = Launch(lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1), pdl=pdl)
-            if key[0] == "wgmma" and key[1] in self.reductions:
-                launch = Launch(*reduction_launch(lay), pdl=pdl)
+            lay, hopper = self.layout_of(key[0]), key[0] == "wgmma"
+            shape: tuple[int, int, int, int | None] = (lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1), None)
+            if hopper and key[1] in self.reductions:
+                shape = reduction_launch(lay)
+            launch = Launch(*shape, pdl=hopper and self.options.pdl)  # the Hopper source waits for the kernel before
             self._functions[key] = _load(self.source_of(key[0]), key[1], self.options, launch)
         return self._functions[key]
 

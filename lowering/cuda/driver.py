@@ -103,6 +103,9 @@ class Function:
             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
         )
         self.config = launch
+        # the launch's attributes, built once: programmatic stream serialization where the launch asks for PDL
+        pdl = LaunchAttribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, _AttributeValue(int=1))
+        self._attrs = (LaunchAttribute * 1)(pdl) if launch.pdl else (LaunchAttribute * 0)()
 
     def resident_ctas(self) -> int:
         """How many CTAs of this kernel can be resident at once on the device (occupancy x SMs)."""
@@ -132,10 +135,9 @@ class Function:
     def launch(self, grid: int, args: Sequence[ctypes._SimpleCData], stream: int = 0) -> None:
         """Launch ``grid`` workgroups (``grid * ctas_per_workgroup`` CTAs)."""
         ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        c = self.config
-        pdl = LaunchAttribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, _AttributeValue(int=1))
-        attrs = (ctypes.addressof(pdl), 1) if c.pdl else (None, 0)
-        config = LaunchConfig(grid * c.ctas_per_workgroup, 1, 1, c.threads, 1, 1, c.smem_bytes, stream, *attrs)
+        c, n = self.config, len(self._attrs)
+        attrs = ctypes.addressof(self._attrs) if n else None
+        config = LaunchConfig(grid * c.ctas_per_workgroup, 1, 1, c.threads, 1, 1, c.smem_bytes, stream, attrs, n)
         _check(_lib().cuLaunchKernelEx(ctypes.byref(config), self.handle, ptrs, None), "cuLaunchKernelEx")
 
 
