@@ -281,6 +281,28 @@ def test_hopper_partial_fits_its_ring_stages(tile):
     assert (L["FIX_CHUNKS"] - 1) * per_stage < L["NACC"] <= L["FIX_CHUNKS"] * per_stage
 
 
+@pytest.mark.parametrize(
+    ("tile", "options", "early"),
+    [
+        ((256, 128, 64), {}, True),
+        ((512, 128, 64), {"cluster": 2}, True),
+        ((128, 256, 64), {}, False),
+        ((64, 64, 64), {}, False),
+    ],
+    ids=str,
+)
+def test_hopper_four_consumer_warpgroups_release_each_stage_once_its_group_retires(tile, options, early):
+    """Four consumer warpgroups keep no wgmma group in flight across K steps: each waits for its own group and frees
+    that stage at once (one more stage loading); fewer keep one group in flight and free the stage before."""
+    kern = cuda_kernel("streamk2tile", tile=tile, mainloop="wgmma", **options)
+    assert kern.program.layout["EARLY_RELEASE"] == early == (kern.program.layout["CONSUMERS"] == 4)
+    loop = kern.source.split("wgmma_commit();")[1].split("}")[0]
+    if early:
+        assert "wgmma_wait<0>();" in loop and "(empty_ + 8 * s_" in loop and "wgmma_wait<1>" not in loop
+    else:
+        assert "wgmma_wait<1>();" in loop and "ring_.previous()" in loop
+
+
 def test_hopper_epilogue_reads_c_only_when_beta_is_not_zero():
     """The staged epilogue has a box loop per case: beta == 0 computes no address or mask of C."""
     src = cuda_kernel("streamk2tile", tile=(128, 128, 64), mainloop="wgmma").source
