@@ -14,11 +14,11 @@ kernel, once per role:
   they wait on ``full[s]``, issue ``BK/16`` ``wgmma.m64nBNk16`` (warpgroup ``c`` owns rows
   ``64c .. 64c+63`` of the tile), and release the stage of the *previous* iteration on ``empty[s]``
   once its wgmma group has retired (one group stays in flight); four warpgroups (``EARLY_RELEASE``) wait for
-  their own group and release its stage at once, since the others' groups keep the tensor cores busy. The fixup is the control graph's,
-  with a named barrier over the consumer threads instead of ``__syncthreads``, and partials to add read
-  from the ring stages the producer filled (:meth:`HopperCodegen._consume_partial`); the epilogue stages D
-  in shared memory and stores it with TMA (:meth:`HopperCodegen._epilogue_tma`), so the store of one
-  tile runs on under the next tile's mainloop.
+  their own group and release its stage at once, since the others' groups keep the tensor cores busy. The
+  fixup is the control graph's, with a named barrier over the consumer threads instead of ``__syncthreads``,
+  and partials to add read from the ring stages the producer filled (:meth:`HopperCodegen._consume_partial`);
+  the epilogue stages D in shared memory and stores it with TMA (:meth:`HopperCodegen._epilogue_tma`), so the
+  store of one tile runs on under the next tile's mainloop.
 
 Both roles step one ring position ``ring_`` (iteration ``it``, its stage ``it % STAGES`` and that stage's phase
 ``(it / STAGES) & 1``, kept by increments) through the same sequence of iterations, so they agree without any other
