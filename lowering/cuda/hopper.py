@@ -102,7 +102,7 @@ SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulato
 # NOTE: from this many consumer warpgroups, each releases a stage as soon as its own wgmma group retires (no group in
 # flight across K steps, so one more stage of the ring is loading): the others' groups keep the tensor cores busy.
 # 256 x 128 CTAs (four warpgroups) ran 2048x2048x8192 in 90.8 us instead of 103.4 and 3912x936x336 in 9.57 instead
-# of 10.16; with two warpgroups it moved 128 x 128 CTAs by -2.5% to +0.7% (H100, .gpu/run2.py A).
+# of 10.16; with two warpgroups it moved 128 x 128 CTAs by -2.5% to +0.7% (H100, docs/benchmarks.md).
 EARLY_RELEASE_CONSUMERS = 4
 
 
