@@ -173,7 +173,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .tune import tune
 
     update = TuningTable.from_json(Path(args.update).read_text()) if args.update else None
-    tune(read_shapes(args.shapes), macro_tile=args.tile, out=Path(args.out) if args.out else None, update=update)
+    out = Path(args.out) if args.out else None
+    tune(read_shapes(args.shapes), macro_tile=args.tile, out=out, update=update, tiles=args.tiles)
     return 0
 
 
@@ -239,6 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--update",
         metavar="TABLE",
         help="keep this table's rows that still apply (same tile) and time only the other shapes",
+    )
+    p.add_argument(
+        "--tiles",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time the tile model's first N candidate tiles per shape and keep the fastest for macro_tile='auto'",
     )
     p.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)

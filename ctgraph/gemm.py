@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .dimensions import ForLoop, MacroTileIndex, MacroTileNumber, SubDimension, User
 from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
-from .tiles import choose_tile
+from .policy import auto_tile
 
 __all__ = ["DTYPES", "GemmProblem", "gemm"]
 
@@ -68,7 +68,7 @@ def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: ob
     """Validate ``gemm``'s arguments; ``ValueError`` names the argument and what is allowed."""
     m_, n_, k_ = (_positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
     if isinstance(macro_tile, str) and macro_tile == "auto":
-        macro_tile = choose_tile(m_, n_, k_, _dtype_name(dtype))
+        macro_tile = auto_tile(m_, n_, k_, _dtype_name(dtype))
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:
         raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK) or 'auto', got {macro_tile!r}")
     entries: list[object] = list(macro_tile)  # type: ignore[call-overload]
@@ -98,8 +98,10 @@ def gemm(
 ) -> CoordinateGraph:
     """The precondition graph of an m x n x k GEMM tiled by ``macro_tile = (BM, BN, BK)``.
 
-    ``macro_tile="auto"``: the tile with the least predicted time for this shape on an H100-class GPU
-    (:func:`ctgraph.tiles.choose_tile`); ``graph.attrs["gemm"].macro_tile`` says which.
+    ``macro_tile="auto"``: the tile measured fastest for this shape where the tuning table of an H100 (or of
+    ``CTGRAPH_TILE_DEVICE``) searched its tiles (``python -m ctgraph tune --tiles``), else the one with the least
+    predicted time on an H100-class GPU (:func:`ctgraph.tiles.choose_tile`); ``graph.attrs["gemm"].macro_tile``
+    says which (:func:`ctgraph.policy.auto_tile`).
 
     ``dtype`` is the type of A, B, C and D ("float16" or "float32"); accumulation is always fp32.
     """

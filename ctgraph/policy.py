@@ -35,6 +35,8 @@ __all__ = [
     "Policy",
     "Selection",
     "TuningTable",
+    "auto_tile",
+    "parse_tile",
     "raster_for",
     "select",
 ]
@@ -132,6 +134,12 @@ def tile_name(macro_tile: tuple[int, int, int] | str) -> str:
     return macro_tile if isinstance(macro_tile, str) else "x".join(map(str, macro_tile))
 
 
+def parse_tile(name: str) -> tuple[int, int, int]:
+    """``"128x128x64"`` -> ``(128, 128, 64)``, the inverse of :func:`tile_name`."""
+    bm, bn, bk = map(int, name.split("x"))
+    return bm, bn, bk
+
+
 def _shape(row: dict) -> tuple[int, int, int, str]:
     return row["m"], row["n"], row["k"], row["dtype"]
 
@@ -180,6 +188,12 @@ class TuningTable:
     def row(self, m: int, n: int, k: int, dtype: str) -> dict | None:
         """The measurements of one tuned shape, if it was tuned."""
         return next((r for r in self.rows if _shape(r) == (m, n, k, dtype)), None)
+
+    def tuned_tile(self, m: int, n: int, k: int, dtype: str) -> tuple[int, int, int] | None:
+        """The macro tile ``tune --tiles`` measured fastest for this shape (rows with ``"tiles"``: the best time
+        of each candidate tried), or None where no tiles were searched."""
+        row = self.row(m, n, k, dtype)
+        return parse_tile(row["tile"]) if row is not None and "tiles" in row else None
 
     def updated(self, rows: list[dict]) -> TuningTable:
         """This table with ``rows`` (newly timed) in place of its rows of the same shapes, and the others
@@ -231,6 +245,14 @@ def load_table(device: str) -> TuningTable | None:
     if shipped.is_file():
         return TuningTable.from_json(shipped.read_text())
     return None
+
+
+def auto_tile(m: int, n: int, k: int, dtype: str) -> tuple[int, int, int]:
+    """``macro_tile="auto"``: the tile ``tune --tiles`` measured fastest for this shape on the GPU of
+    :func:`ctgraph.knobs.tile_device` (its table in the cache directory, else the shipped one), else the tile
+    model's (:func:`ctgraph.tiles.choose_tile`)."""
+    table = load_table(knobs.tile_device())
+    return (table and table.tuned_tile(m, n, k, dtype)) or choose_tile(m, n, k, dtype)
 
 
 @dataclass(frozen=True)

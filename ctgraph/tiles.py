@@ -77,6 +77,7 @@ __all__ = [
     "parts_in_step",
     "predict",
     "preferred_schedule",
+    "ranked_tiles",
     "schedules",
     "swapped_cost",
     "swapped_heights",
@@ -370,11 +371,20 @@ def tile_layout(
     return next((lay for lay in layouts if swapped_cost((bm, bn, bk), costs, lay) is not None), None)
 
 
+def ranked_tiles(
+    m: int, n: int, k: int, dtype: str = "float16", sms: int = 132, costs: tuple[TileCost, ...] = H100
+) -> list[tuple[int, int, int]]:
+    """:func:`candidates`' tiles for an ``m x n x k`` GEMM on ``sms`` SMs, the least predicted time first (ties:
+    the earlier, larger tile), each once; ``python -m ctgraph tune --tiles N`` times the first ``N``."""
+    if dtype != "float16":
+        return [DEFAULT_TILE]
+    ranked = sorted(candidates(m, k, costs), key=lambda c: predict(c, m, n, k, sms))  # sorted() is stable
+    return list(dict.fromkeys(c.tile for c in ranked))
+
+
 def choose_tile(
     m: int, n: int, k: int, dtype: str = "float16", sms: int = 132, costs: tuple[TileCost, ...] = H100
 ) -> tuple[int, int, int]:
     """The macro tile with the least predicted time for an ``m x n x k`` GEMM on ``sms`` SMs, of
-    :func:`candidates`."""
-    if dtype != "float16":
-        return DEFAULT_TILE
-    return min(candidates(m, k, costs), key=lambda c: predict(c, m, n, k, sms)).tile
+    :func:`candidates` (the first of :func:`ranked_tiles`)."""
+    return ranked_tiles(m, n, k, dtype, sms, costs)[0]

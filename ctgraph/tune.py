@@ -6,18 +6,44 @@ the shape, :func:`~ctgraph.policy.raster_for`); the fastest one's Bloom filter g
 table goes to the cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``transform="auto"`` finds it,
 and to ``--out`` when given (the shipped table is made that way). ``--update TABLE`` keeps the rows of
 ``TABLE`` that still apply (the same tile as ``macro_tile="auto"`` picks now) and times only the other
-shapes: after a change of the tile model, only the shapes whose tile changed are re-timed. Needs torch
-and a GPU.
+shapes, and the policies a kept row has no time for: after a change of the tile model, only the shapes
+whose tile changed are re-timed. Needs torch and a GPU.
+
+**Tile search** (``--tiles N``, with ``macro_tile="auto"``): the tile model ranks its candidate tiles
+(:func:`ctgraph.tiles.ranked_tiles`) and the first ``N`` are timed under :data:`TILE_POLICIES`, the
+policies that win most shapes; the row records each tile's best time (``"tiles"``) and takes the fastest
+tile (:func:`pick_tile`), on which the other policies are then timed. ``macro_tile="auto"`` then gives that
+shape the measured tile (:func:`ctgraph.policy.auto_tile`); a row with ``"tiles"`` is never re-searched by
+``--update``.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
-from .policy import POLICIES, Policy, TuningTable, raster_for, tile_name, user_table_path
+from .policy import (
+    BY_NAME,
+    POLICIES,
+    Policy,
+    TuningTable,
+    load_table,
+    parse_tile,
+    raster_for,
+    select,
+    tile_name,
+    user_table_path,
+)
+from .tiles import choose_tile, ranked_tiles
 
-__all__ = ["time_policy", "tune"]
+__all__ = ["TILE_MARGIN", "TILE_POLICIES", "pick_tile", "time_policy", "tune"]
+
+# the policies every candidate tile is timed under: the fastest on 116 of the H100 table's 128 shapes
+TILE_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model", "splitk_reduce/model")
+# NOTE: the least of N x 4 timings is biased low by their noise (1-2% a timing on the H100): another tile
+# replaces the model's only when its best is at least 3% faster.
+TILE_MARGIN = 0.97
 
 
 def time_policy(g: Any, policy: Policy, A: Any, B: Any, D: Any) -> tuple[float, int] | None:
@@ -47,18 +73,54 @@ def time_policy(g: Any, policy: Policy, A: Any, B: Any, D: Any) -> tuple[float, 
     return _kernel_time(run, reps=10), kern.workgroups
 
 
+def pick_tile(model_tile: str, best: dict[str, float]) -> str:
+    """The tile a search keeps, from each tried tile's best seconds: the fastest, where it beats the model's
+    own tile (``model_tile``) by :data:`TILE_MARGIN`, else the model's."""
+    fastest = min(best, key=best.__getitem__)
+    return fastest if best[fastest] <= TILE_MARGIN * best.get(model_tile, math.inf) else model_tile
+
+
+def _time_policies(g: Any, policies: list[Policy], A: Any, B: Any, D: Any) -> dict[str, float]:
+    """Seconds of each policy on graph ``g`` (infinity where it cannot run the shape)."""
+    out = {}
+    for p in policies:
+        timed = time_policy(g, p, A, B, D)
+        out[p.name] = timed[0] if timed else math.inf
+    return out
+
+
+def _search(m: int, n: int, k: int, count: int, A: Any, B: Any, D: Any) -> tuple[str, dict, dict[str, float]]:
+    """Time the tile model's first ``count`` tiles under :data:`TILE_POLICIES`: ``(kept tile, its policies'
+    seconds, each tile's best seconds)``."""
+    import ctgraph
+
+    seconds = {}
+    for tile in ranked_tiles(m, n, k)[:count]:
+        g = ctgraph.gemm(m, n, k, macro_tile=tile)
+        seconds[tile_name(tile)] = _time_policies(g, [BY_NAME[p] for p in TILE_POLICIES], A, B, D)
+    best = {t: min(s.values()) for t, s in seconds.items()}
+    kept = pick_tile(tile_name(choose_tile(m, n, k)), best)
+    return kept, seconds[kept], best
+
+
 def tune(
     shapes: list[tuple[int, int, int]],
     macro_tile: tuple[int, int, int] | str = "auto",
     out: Path | None = None,
     progress: bool = True,
     update: TuningTable | None = None,
+    tiles: int = 0,
 ) -> TuningTable:
+    """Time the policies (and with ``tiles``, the first ``tiles`` candidate tiles) on each shape; see the module."""
     import torch
 
     import ctgraph
 
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 0:
+        raise ValueError(f"tiles must be a count of candidate tiles to time (0: the model's tile only), got {tiles!r}")
+    if tiles and macro_tile != "auto":
+        raise ValueError(f"tiles: a tile search needs macro_tile='auto', got {macro_tile!r}")
     rows: list[dict[str, Any]] = []
     if update is not None and update.macro_tile != tile_name(macro_tile):
         raise ValueError(f"update: the table was tuned with macro_tile {update.macro_tile}, not {macro_tile}")
@@ -66,21 +128,29 @@ def tune(
     if update is not None and update.device != gpu:
         raise ValueError(f"update: the table is of a {update.device}, this GPU is a {gpu}")
     for m, n, k in shapes:
-        g = ctgraph.gemm(m, n, k, macro_tile=macro_tile)
-        if update is not None and update.timed(m, n, k, "float16", g.attrs["gemm"].macro_tile):
+        old = update.row(m, n, k, "float16") if update is not None else None
+        if old is not None and "tiles" in old:  # a searched row keeps its tile
+            tile = old["tile"]
+        else:
+            tile = tile_name(choose_tile(m, n, k) if macro_tile == "auto" else macro_tile)
+        seconds = dict(old["seconds"]) if old is not None and old.get("tile", tile) == tile else {}
+        missing = [p for p in POLICIES if p.name not in seconds]
+        if old is not None and seconds and not missing and (not tiles or "tiles" in old):
             continue
         A = torch.randn(m, k, device="cuda", dtype=torch.float16)
         B = torch.randn(k, n, device="cuda", dtype=torch.float16)
         D = torch.empty(m, n, device="cuda", dtype=torch.float16)
-        times: dict[str, float] = {}
-        for p in POLICIES:
-            timed = time_policy(g, p, A, B, D)  # None: not a candidate for this shape
-            times[p.name] = timed[0] if timed else float("inf")
-        best = min(times, key=lambda name: times[name])
-        tile = tile_name(g.attrs["gemm"].macro_tile)
-        rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": times})
+        searched = old.get("tiles") if old is not None else None
+        if tiles and searched is None:
+            tile, seconds, searched = _search(m, n, k, tiles, A, B, D)
+            missing = [p for p in POLICIES if p.name not in seconds]
+        g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
+        seconds |= _time_policies(g, missing, A, B, D)
+        best = min(seconds, key=lambda name: seconds[name])
+        row = {"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": seconds}
+        rows.append(row | ({"tiles": searched} if searched is not None else {}))
         if progress:
-            print(f"{m}x{n}x{k}: {best} ({2 * m * n * k / times[best] / 1e12:.0f} TF)", flush=True)
+            print(f"{m}x{n}x{k}: {tile} {best} ({2 * m * n * k / seconds[best] / 1e12:.0f} TF)", flush=True)
     if update is not None:
         table = update.updated(rows)
         if progress:
@@ -93,4 +163,6 @@ def tune(
             path.write_text(table.to_json())
             if progress:
                 print(f"wrote {path}")
+    load_table.cache_clear()  # the new table takes effect in this process too
+    select.cache_clear()
     return table

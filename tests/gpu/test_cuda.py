@@ -407,19 +407,56 @@ def test_auto_asks_the_tile_costs_whether_an_untuned_shape_splits_k():
 def test_tune_update_times_only_the_shapes_without_timings_of_todays_tile(tmp_path, monkeypatch):
     import torch
 
-    from ctgraph.policy import TuningTable, tile_name
+    from ctgraph.policy import POLICIES, TuningTable, tile_name
     from ctgraph.tiles import choose_tile
     from ctgraph.tune import tune
 
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    every = {p.name: 1.0 for p in POLICIES}
     kept = {"m": 64, "n": 64, "k": 64, "dtype": "float16", "tile": tile_name(choose_tile(64, 64, 64))}
     stale = {"m": 96, "n": 80, "k": 200, "dtype": "float16", "tile": "1x1x1"}
+    partial = {"m": 72, "n": 64, "k": 64, "dtype": "float16", "tile": "64x64x64", "tiles": {"64x64x64": 1.0}}
     base = TuningTable.build(
         torch.cuda.get_device_name(),
-        [kept | {"best": "streamk/model", "seconds": {}}, stale | {"best": "streamk/model", "seconds": {}}],
+        [
+            kept | {"best": "streamk/model", "seconds": every},
+            stale | {"best": "streamk/model", "seconds": every},
+            partial | {"best": "streamk/model", "seconds": {"streamk/model": 1.0}},
+        ],
     )
-    table = tune([(64, 64, 64), (96, 80, 200), (120, 70, 90)], update=base, progress=False)
-    assert [(r["m"], r["seconds"] == {}) for r in table.rows] == [(64, True), (96, False), (120, False)]
+    table = tune([(64, 64, 64), (96, 80, 200), (72, 64, 64), (120, 70, 90)], update=base, progress=False)
+    assert [(r["m"], r["seconds"] == every) for r in table.rows] == [(64, True), (96, False), (72, False), (120, False)]
     assert table.rows[1]["tile"] == tile_name(choose_tile(96, 80, 200))
+    # a searched row keeps its tile; the policies it had no time for are timed on it, the one it had is kept
+    assert table.rows[2]["tile"] == "64x64x64" and table.rows[2]["seconds"]["streamk/model"] == 1.0
+    assert set(table.rows[2]["seconds"]) == set(every)
     with pytest.raises(ValueError, match="this GPU is a"):
         tune([(64, 64, 64)], update=TuningTable.build("Other GPU", []), progress=False)
+
+
+def test_tune_tiles_searches_candidate_tiles_and_auto_takes_the_fastest(tmp_path, monkeypatch, request):
+    import torch
+
+    from ctgraph.policy import POLICIES, load_table, parse_tile, select, tile_name
+    from ctgraph.tiles import ranked_tiles
+    from ctgraph.tune import TILE_MARGIN, tune
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CTGRAPH_TILE_DEVICE", torch.cuda.get_device_name())
+    for cache in (load_table, select):  # the tables of tmp_path must not outlive the test
+        cache.cache_clear()
+        request.addfinalizer(cache.cache_clear)
+    table = tune([(300, 200, 640)], tiles=3, progress=False)
+    row = table.rows[0]
+    assert list(row["tiles"]) == [tile_name(t) for t in ranked_tiles(300, 200, 640)[:3]]
+    assert row["tiles"][row["tile"]] * TILE_MARGIN <= min(row["tiles"].values())
+    assert set(row["seconds"]) == {p.name for p in POLICIES}
+    g = ctgraph.gemm(300, 200, 640, macro_tile="auto")  # tune installed the table in the cache directory
+    assert g.attrs["gemm"].macro_tile == parse_tile(row["tile"])
+    kern = ctgraph.compile(g, "auto", target="cuda")
+    assert kern.policy.reason == "tuning table" and kern.policy.policy.name == row["best"]
+    A, B, C = operands(300, 200, 640, "float16")
+    check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+    assert tune([(300, 200, 640)], tiles=3, update=table, progress=False).rows == table.rows  # nothing to re-time
+    with pytest.raises(ValueError, match="tiles: a tile search needs macro_tile='auto'"):
+        tune([(64, 64, 64)], macro_tile=(64, 64, 64), tiles=2, progress=False)

@@ -178,13 +178,53 @@ def test_auto_table_applies_only_to_the_tile_each_shape_was_timed_with():
 
 
 def test_every_row_of_the_shipped_h100_table_was_timed_with_todays_tile():
-    """After a change of the tile model, `tune --update` re-times the shapes whose tile changed."""
-    from ctgraph.tiles import choose_tile
-
+    """After a change of the tile model, `tune --update` re-times the shapes whose tile changed; rows whose tiles
+    were searched keep their measured tile, which macro_tile="auto" gives the shape."""
     table = load_table("NVIDIA H100 80GB HBM3")
     assert table is not None
     for r in table.rows:
-        assert table.timed(r["m"], r["n"], r["k"], r["dtype"], choose_tile(r["m"], r["n"], r["k"])), r
+        tile = ctgraph.gemm(r["m"], r["n"], r["k"], macro_tile="auto").attrs["gemm"].macro_tile
+        assert table.timed(r["m"], r["n"], r["k"], r["dtype"], tile), r
+        assert set(r["seconds"]) == set(BY_NAME), r  # every policy timed on the row's tile
+
+
+def test_searched_rows_keep_a_tile_within_the_margin_of_the_fastest():
+    from ctgraph.tune import TILE_MARGIN
+
+    table = load_table("NVIDIA H100 80GB HBM3")
+    assert table is not None
+    searched = [r for r in table.rows if "tiles" in r]
+    assert searched
+    for r in searched:
+        assert r["tile"] in r["tiles"] and r["tiles"][r["tile"]] * TILE_MARGIN <= min(r["tiles"].values()), r
+        assert r["seconds"][r["best"]] == min(r["seconds"].values()), r
+
+
+def test_pick_tile_keeps_the_model_tile_unless_another_is_clearly_faster():
+    from ctgraph.tune import pick_tile
+
+    assert pick_tile("a", {"a": 10.0, "b": 9.8}) == "a"  # 2% is within the timings' noise
+    assert pick_tile("a", {"a": 10.0, "b": 9.6, "c": 9.5}) == "c"
+    assert pick_tile("a", {"a": float("inf"), "b": 9.6}) == "b"  # the model's tile could not run
+
+
+def test_auto_tile_is_the_searched_tile_of_the_tile_device(test_gpu_table, monkeypatch):
+    from ctgraph.tiles import choose_tile
+
+    model = choose_tile(4000, 3000, 2000)
+    other = (64, 64, 64) if model != (64, 64, 64) else (128, 128, 64)
+    row = {"m": 4000, "n": 3000, "k": 2000, "dtype": "float16", "best": "streamk/model", "seconds": {}}
+    searched = row | {"tile": "x".join(map(str, other)), "tiles": {"x".join(map(str, model)): 2.0, "64x64x64": 1.0}}
+    unsearched = row | {"m": 5000, "tile": "64x64x64"}
+    test_gpu_table([searched, unsearched], "auto")
+    shape = (4000, 3000, 2000)
+    assert ctgraph.gemm(*shape, macro_tile="auto").attrs["gemm"].macro_tile == model  # the H100's table
+    monkeypatch.setenv("CTGRAPH_TILE_DEVICE", "Test GPU")
+    assert ctgraph.gemm(*shape, macro_tile="auto").attrs["gemm"].macro_tile == other
+    assert ctgraph.gemm(5000, 3000, 2000, macro_tile="auto").attrs["gemm"].macro_tile == choose_tile(5000, 3000, 2000)
+    assert ctgraph.gemm(*shape, macro_tile="auto", dtype="float32").attrs["gemm"].macro_tile == (128, 128, 32)
+    s = select("Test GPU", *shape, "float16", other, 132, 132)
+    assert (s.policy.name, s.reason) == ("streamk/model", "tuning table")
 
 
 def test_update_replaces_the_rows_of_re_timed_shapes_and_keeps_the_others():

@@ -28,6 +28,7 @@ from ctgraph.tiles import (
     parts_in_step,
     predict,
     preferred_schedule,
+    ranked_tiles,
     schedules,
     swapped_cost,
     swapped_heights,
@@ -116,6 +117,15 @@ def test_small_gemms_get_small_tiles_and_big_ones_big_tiles():
     assert bm * bn <= 64 * 128
     bm, bn, _ = choose_tile(4096, 4096, 4096)
     assert bm * bn >= 128 * 256
+
+
+def test_ranked_tiles_start_with_the_chosen_tile_and_name_each_tile_once():
+    for m, n, k in [(136, 3768, 5696), (4096, 4096, 4096), (1, 1, 1), (4520, 144, 2656)]:
+        ranked = ranked_tiles(m, n, k)
+        assert ranked[0] == choose_tile(m, n, k) and len(set(ranked)) == len(ranked) > 1
+        times = [min(predict(c, m, n, k) for c in candidates(m, k) if c.tile == t) for t in ranked]
+        assert times == sorted(times)
+    assert ranked_tiles(512, 512, 512, "float32") == [DEFAULT_TILE]
 
 
 def test_rows_off_128_byte_lines_cost_the_unaligned_rate():
