@@ -44,7 +44,10 @@ kernel it transposes (:func:`swapped_cost`; the 2-D grids' measured tiles are re
 On 51 corpus shapes whose tile changed so, auto went 1.058x faster (docs/benchmarks.md). The layout a tile was
 priced on is the one it runs on (:func:`tile_layout`).
 
-:func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile).
+:func:`choose_tile` returns the candidate with the least prediction (ties: the earlier, larger tile), and
+:func:`ranked_tiles` all of them in that order: ``python -m ctgraph tune --tiles N`` times the first ``N`` and
+``macro_tile="auto"`` then takes the tuning table's measured tile for those shapes
+(:func:`ctgraph.policy.auto_tile`).
 For a shape the tuning table does not know, ``transform="auto"`` asks :func:`preferred_schedule` first:
 whether to split K at all, and whether as the two-tile schedule (:func:`ctgraph.policy.select`).
 ``python -m ctgraph calibrate --tiles`` measures the per-tile costs on the GPU at hand
