@@ -249,3 +249,13 @@ def test_update_replaces_the_rows_of_re_timed_shapes_and_keeps_the_others():
     assert up.device == "Test GPU" and up.macro_tile == "auto"
     assert up.candidates(200, 100, 100, "float16") == ["streamk2tile/model"]
     assert table.rows == rows  # the table itself is unchanged
+
+
+def test_tune_rejects_a_bad_tile_count_before_any_work():
+    from ctgraph.tune import tune
+
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ValueError, match="tiles must be a count of candidate tiles"):
+            tune([(64, 64, 64)], tiles=bad)
+    with pytest.raises(ValueError, match="tiles: a tile search needs macro_tile='auto'"):
+        tune([(64, 64, 64)], macro_tile=(64, 64, 64), tiles=2)
