@@ -90,17 +90,20 @@ def _time_policies(g: Any, policies: list[Policy], A: Any, B: Any, D: Any) -> di
     return out
 
 
-def _search(m: int, n: int, k: int, count: int, A: Any, B: Any, D: Any) -> tuple[str, dict, dict[str, float]]:
+def _search(
+    m: int, n: int, k: int, count: int, A: Any, B: Any, D: Any
+) -> tuple[str, dict[str, float], dict[str, float]]:
     """Time the tile model's first ``count`` tiles under :data:`TILE_POLICIES`: ``(kept tile, its policies'
     seconds, each tile's best seconds)``."""
     import ctgraph
 
+    ranked = ranked_tiles(m, n, k)  # the first is the model's own (choose_tile)
     seconds = {}
-    for tile in ranked_tiles(m, n, k)[:count]:
+    for tile in ranked[:count]:
         g = ctgraph.gemm(m, n, k, macro_tile=tile)
         seconds[tile_name(tile)] = _time_policies(g, [BY_NAME[p] for p in TILE_POLICIES], A, B, D)
     best = {t: min(s.values()) for t, s in seconds.items()}
-    kept = pick_tile(tile_name(choose_tile(m, n, k)), best)
+    kept = pick_tile(tile_name(ranked[0]), best)
     return kept, seconds[kept], best
 
 
