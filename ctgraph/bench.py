@@ -12,6 +12,11 @@ per GEMM, as ``docs/benchmarks.md`` explains:
 - **kernel**: GPU time only -- a CUDA graph of back-to-back launches, replayed; median of 7 replays;
 - **call**: what Python callers see -- CUDA events around back-to-back calls filling >= 2 ms, median of 7.
 
+With ``--rounds R`` every kernel of a shape (cuBLAS's too) is timed ``R`` times, in interleaved rounds
+(cuBLAS, then each transform, then again), and each time is the median of its ``R``: a drift of the GPU's
+clocks over a long run then falls on every kernel alike instead of on whichever ran during it (at 8192^3 on
+the H100 one kernel's figures spread over 640-765 TFLOP/s from one round to the next, docs/benchmarks.md).
+
 Writes ``results.csv``, ``results.md`` (TFLOP/s, % of the 989 TF fp16 peak, ratio to cuBLAS and to
 ctgraph's own data-parallel kernel) and ``results.png`` into ``--out``. Needs torch and a GPU.
 """
@@ -105,7 +110,10 @@ def run_bench(
     workgroups: str | None = "auto",
     mainloop: str = "auto",
     raster: int | None = None,
+    rounds: int = 1,
 ) -> list[dict[str, Any]]:
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer (interleaved timings of each kernel), got {rounds!r}")
     import torch
 
     import ctgraph
@@ -116,7 +124,7 @@ def run_bench(
     except ImportError:  # pragma: no cover - tqdm is in the plot extra
         tqdm = None
     jobs = [(s, t) for s in shapes for t in (*transforms, "cublas")]
-    bar = tqdm(total=len(jobs), unit="gemm", disable=not progress) if tqdm else None
+    bar = tqdm(total=len(jobs) * rounds, unit="gemm", disable=not progress) if tqdm else None
     rows = []
     for m, n, k in shapes:
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -142,7 +150,7 @@ def run_bench(
                 for key in ("tflops", "call_tflops", "call_us", "kernel_us"):
                     row[f"{t}_{key}"] = float("nan")
                 if bar:
-                    bar.update()
+                    bar.update(rounds)
                 continue
             row[f"{t}_workgroups"], row[f"{t}_raster"] = kern.workgroups, kern.raster
             if kern.policy is not None:
@@ -154,16 +162,19 @@ def run_bench(
             runners[t] = ours
             runners[t]()
             row[f"{t}_maxerr"] = float((D.float() - ref.float()).abs().max())
-        for name, fn in runners.items():
-            call = _call_time(fn)
-            reps = max(1, min(200, math.ceil(FILL_S / call)))
-            kernel = _kernel_time(fn, reps)
+        timed: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
+        for _ in range(rounds):
+            for name, fn in runners.items():
+                call = _call_time(fn)
+                timed[name].append((call, _kernel_time(fn, max(1, min(200, math.ceil(FILL_S / call))))))
+                if bar:
+                    bar.set_description(f"{m}x{n}x{k} {name}: {flop / timed[name][-1][1] / 1e12:.0f} TF")
+                    bar.update()
+        for name, times in timed.items():
+            call, kernel = (statistics.median(t[i] for t in times) for i in (0, 1))
             row[f"{name}_call_us"], row[f"{name}_kernel_us"] = call * 1e6, kernel * 1e6
             row[f"{name}_tflops"] = flop / kernel / 1e12
             row[f"{name}_call_tflops"] = flop / call / 1e12
-            if bar:
-                bar.set_description(f"{m}x{n}x{k} {name}: {row[f'{name}_tflops']:.0f} TF")
-                bar.update()
         rows.append(row)
     if bar:
         bar.close()

@@ -146,6 +146,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         workgroups=grid,
         mainloop=args.mainloop,
         raster=args.raster,
+        rounds=args.rounds,
     )
     print((Path(args.out) / "results.md").read_text())
     return 0
@@ -226,6 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="ctgraph's mainloop: wgmma (Hopper), mma (mma.sync, any sm_80+) or auto (wgmma on compute capability 9.0)",
     )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="R",
+        help="time every kernel of a shape R times in interleaved rounds and keep each one's median (default 1)",
+    )
     _raster_arg(p)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("calibrate", help="fit the grid-size model on this GPU (needs torch); stores it per device")

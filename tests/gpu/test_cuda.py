@@ -460,3 +460,33 @@ def test_tune_tiles_searches_candidate_tiles_and_auto_takes_the_fastest(tmp_path
     assert tune([(300, 200, 640)], tiles=3, update=table, progress=False).rows == table.rows  # nothing to re-time
     with pytest.raises(ValueError, match="tiles: a tile search needs macro_tile='auto'"):
         tune([(64, 64, 64)], macro_tile=(64, 64, 64), tiles=2, progress=False)
+
+
+def test_bench_rounds_time_every_kernel_in_interleaved_rounds(tmp_path, monkeypatch):
+    """``bench --rounds 3``: every kernel of a shape, cuBLAS's too, is timed three times, one round after the
+    other, and reports the median of its three; the results are checked against cuBLAS as in one round."""
+    import statistics
+
+    from ctgraph import bench
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    order, figures = [], iter(range(1, 100))
+    real = bench._kernel_time
+
+    def kernel_time(fn, reps):
+        order.append(fn)
+        real(fn, reps)  # the kernel really runs; its figure is the counter, so the median is known
+        return next(figures) * 1e-6
+
+    monkeypatch.setattr(bench, "_kernel_time", kernel_time)
+    rows = bench.run_bench([(100, 37, 200), (64, 64, 64)], tmp_path, transforms=("dataparallel", "auto"), rounds=3)
+    assert len(order) == 2 * 3 * 3  # shapes x kernels (cuBLAS, dataparallel, auto) x rounds
+    for shape in (order[:9], order[9:]):  # three distinct kernels, in the same order in each of three rounds
+        assert len({id(fn) for fn in shape[:3]}) == 3
+        assert all(shape[i] is shape[i + 3] is shape[i + 6] for i in range(3))
+    for first, row in zip((1, 10), rows, strict=True):  # the second shape's figures start at 10
+        for i, name in enumerate(("cublas", "dataparallel", "auto")):
+            rounds = [first + i, first + i + 3, first + i + 6]  # kernel i's figures in rounds 1, 2 and 3
+            assert row[f"{name}_kernel_us"] == pytest.approx(statistics.median(rounds))
+        assert row["dataparallel_maxerr"] < 0.1 and row["auto_maxerr"] < 0.1
+    assert (tmp_path / "results.md").exists() and (tmp_path / "results.png").exists()

@@ -99,3 +99,24 @@ def test_bench_on_the_mma_path_needs_a_tile(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--mainloop", "hopper"])
     assert "{" + ",".join(MAINLOOPS) + "}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rounds", ["0", "-2"])
+def test_bench_refuses_rounds_below_one_before_any_gpu_work(capsys, rounds):
+    """``--rounds R`` times each kernel R times, interleaved: fewer than one round is refused, naming the
+    argument, before torch or the GPU is touched (this machine may have neither)."""
+    from ctgraph.cli import main
+
+    assert main(["bench", "--rounds", rounds]) == 2
+    assert f"rounds must be a positive integer (interleaved timings of each kernel), got {int(rounds)}" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("rounds", [0, 1.5, True, "3"])
+def test_run_bench_checks_rounds(tmp_path, rounds):
+    from ctgraph.bench import run_bench
+
+    with pytest.raises(ValueError, match="rounds must be a positive integer"):
+        run_bench([(64, 64, 64)], tmp_path, rounds=rounds)
+    assert not any(tmp_path.iterdir())  # nothing written
