@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .gemm import check_problem
+from .gemm import _positive_int, check_problem
 from .passes import TAKES_SPLIT, TRANSFORMS
 from .policy import tile_name
 
@@ -112,8 +112,7 @@ def run_bench(
     raster: int | None = None,
     rounds: int = 1,
 ) -> list[dict[str, Any]]:
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer (interleaved timings of each kernel), got {rounds!r}")
+    rounds = _positive_int("rounds", rounds)
     import torch
 
     import ctgraph
