@@ -148,7 +148,7 @@ def compile(
     ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
     kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
     ``stages``, ``vector``, ``arch``, ``ctas_per_sm``, ``fetch_step``, ``mainloop``, ``cluster``,
-    ``multicast``: :class:`lowering.cuda.options.CudaOptions`).
+    ``multicast``, ``swap``, ``pdl``, ``pingpong``: :class:`lowering.cuda.options.CudaOptions`).
     """
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")

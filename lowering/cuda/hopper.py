@@ -49,6 +49,16 @@ reads ``A_SHARE`` rows of A and ``BK/CLUSTER_M`` of B's k-rows from the L2, not 
 most when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines and the L2, not the
 tensor cores, bounds the CTAs (:mod:`ctgraph.tiles`).
 
+**Ping-pong** (``PINGPONG``, ``opts.pingpong``; CTA tiles of one consumer warpgroup): two consumer warpgroups take the
+work units in turn, unit ``u`` (an iteration of a loop of the kernel's body: a tile, or a piece of one with its
+fixup) on warpgroup ``u % 2``, each with a whole CTA tile in its accumulators (``tid_`` is the thread's place in its
+warpgroup, ``wg_`` the warpgroup). The producer is unchanged. The warpgroup whose turn it is not prints the unit as
+the producer sees it (:meth:`HopperCodegen._units`): it finds the K loop's trip count and steps its ring position
+over the unit's stages without waiting on them. An mbarrier per warpgroup (``turn_``) orders the units: a warpgroup
+starts on the ring only once the unit before has read its last stage and handed over (before its epilogue or its
+partial store), so one warpgroup's epilogue runs under the other's mainloop, and a stage's parity is never waited
+on more than one lap ahead of the producer (where it could not tell the laps apart).
+
 Shared memory per stage: A as ``CTA_M`` rows of ``BK`` halves (K-major; ``2*BK``-byte swizzle, so a row is one
 swizzle span) and B as ``BN/64`` column chunks of ``BK`` rows x 64 halves (MN-major, 128-byte swizzle).
 Descriptors: A ``SBO = 8 rows x 2*BK`` bytes, k16 step = +32 bytes; B ``LBO = chunk = 128*BK`` bytes,
@@ -202,20 +212,26 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     # wgmma's 64-row side (a warpgroup each) and its N side: (m, n), or (n, m) when swapped
     side_m, side_n = (cta_n, cta_m) if swap else (cta_m, cta_n)
     consumers = side_m // 64
+    if opts.pingpong and consumers > 1:
+        raise ValueError(
+            f"pingpong runs CTA tiles of one consumer warpgroup: 64 rows ({64 * cm} x N macro tiles on this cluster "
+            f"grid), or swapped 64 columns; got macro_tile {macro_tile} with {consumers} warpgroups a CTA tile"
+        )
+    warpgroups = 2 * consumers if opts.pingpong else consumers  # the CTA's math warpgroups
     fits = dtype == "float16" and side_m % 64 == 0 and 1 <= consumers <= 4 and bk in (32, 64) and cm * cn == cluster
     fits = fits and side_n in (WGMMA_SWAP_N if swap else WGMMA_N) and bm % cm == 0 and bn % cn == 0
     fits = fits and bk // cm % 8 == 0  # each CTA's share of B's k-rows: whole swizzle atoms
-    fits = fits and side_n // 2 + SPARE_REGS <= accumulator_budget(max(consumers, 1))
+    fits = fits and side_n // 2 + SPARE_REGS <= accumulator_budget(max(warpgroups, 1))
     if not fits:
         raise ValueError(_misfit(macro_tile, dtype, (cm, cn), opts.multicast, swap))
-    producer_regs, consumer_regs = register_split(consumers)
+    producer_regs, consumer_regs = register_split(warpgroups)
     # a CTA loads A_SHARE of its grid row's CTA_M rows of A (whole swizzle atoms; the last share overlaps the one
     # before where CLUSTER_N does not divide CTA_M into them, so a stage receives CLUSTER_N * A_SHARE rows)
     a_share = -(-cta_m // (8 * cn)) * 8
     stage = (cn * a_share * bk + bk * cta_n) * 2  # the bytes each CTA's stage receives
     a_stage = -(-cta_m * bk // 512) * 512  # A's region rounded up to 1024 bytes: B's swizzle atoms stay aligned
-    barriers = 16 * MAX_STAGES
-    staging = consumers * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
+    barriers = 16 * MAX_STAGES + 16 * opts.pingpong  # full and empty per stage, and ping-pong's two turns
+    staging = warpgroups * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
     stride = a_stage * 2 + bk * cta_n * 2  # one ring stage's bytes of shared memory
     stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stride)
     # accumulators per consumer thread that one stage's A and B regions hold, in whole float4s of the workspace
@@ -231,8 +247,10 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "CLUSTER_N": cn,
         "SWAP": int(swap),
         "CONSUMERS": consumers,
-        "THREADS": 128 * consumers,  # one CTA's math threads: fixup, epilogue, the partials' layout
-        "BLOCK": 128 * (consumers + 1),  # + the producer warpgroup
+        "THREADS": 128 * consumers,  # one CTA tile's math threads: fixup, epilogue, the partials' layout
+        "PINGPONG": int(opts.pingpong),  # two warpgroups of THREADS take the work units in turn
+        "WARPGROUPS": warpgroups,  # the CTA's math warpgroups: CONSUMERS, twice that with PINGPONG
+        "BLOCK": 128 * (warpgroups + 1),  # + the producer warpgroup
         # the cluster's warp grid: warp w of CTA (i, j) is warp 4*c*i + w along m, and warp column j
         "WM": bm // 16,
         "WN": cn,
@@ -285,7 +303,7 @@ def _misfit(macro_tile: tuple[int, int, int], dtype: str, grid: tuple[int, int],
 
 
 class HopperCodegen(_Codegen):
-    sync = "bar_sync(1, THREADS);"
+    sync = "bar_sync(1, THREADS);"  # the math threads of one CTA tile (ping-pong: this warpgroup's, _kernel)
     role = "consumer"  # whose program is being printed: _role_body sets it per role
     reduction = False  # a kernel without tile loads: split-K's reduction (:meth:`_reduction_kernel`)
 
@@ -294,7 +312,7 @@ class HopperCodegen(_Codegen):
 
     def prelude(self, bodies: str) -> str:
         templates = render(self.templates)
-        check = 'static_assert(BLOCK == THREADS + 128, "one producer warpgroup, then the math warpgroups");'
+        check = 'static_assert(BLOCK == 128 * (WARPGROUPS + 1), "one producer warpgroup, then the math warpgroups");'
         consts = self.constants(bodies + templates + check)
         return (
             "// Generated by ctgraph: do not edit. One CTA runs one workgroup of the control graph:\n"
@@ -326,6 +344,8 @@ class HopperCodegen(_Codegen):
 
     def _kernel(self) -> str:
         self.reduction = not loads_tiles(self.cg, self.tag)
+        if self.L["PINGPONG"]:
+            self.sync = "bar_sync(2 + wg_, THREADS);"
         if self.reduction:
             return self._reduction_kernel()
         w, k = self.w, self.kernel
@@ -347,7 +367,9 @@ class HopperCodegen(_Codegen):
         w("const unsigned sA_ = (smem_addr(smem_) + 1023u) & ~1023u;")
         w("const unsigned sB_ = sA_ + STAGES * A_STAGE * 2;")
         w("[[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;")
-        w("const unsigned full_ = sD_ + CONSUMERS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;")
+        w("const unsigned full_ = sD_ + WARPGROUPS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;")
+        if self.L["PINGPONG"]:
+            w("const unsigned turn_ = empty_ + STAGES * 8;")
         self.templates.add("prefetch_tensormap")
         w.open("if (threadIdx.x == 0)")
         maps = ("tmA", "tmB", "tmD") if stores else ("tmA", "tmB")
@@ -356,6 +378,8 @@ class HopperCodegen(_Codegen):
         w("mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)")
         w("mbar_init(empty_ + 8 * s_, CONSUMERS * CLUSTER);  // one arrival per consumer warpgroup of the cluster")
         w.close()
+        if self.L["PINGPONG"]:
+            w("mbar_init(turn_, 1), mbar_init(turn_ + 8, 1);  // warpgroup w's turn: the other has handed over")
         w("fence_mbar_init();")
         w.close()
         self._dependent_launch()
@@ -370,7 +394,14 @@ class HopperCodegen(_Codegen):
         w.close()
         w.open("else")
         w("setmaxnreg_inc<CONSUMER_REGS>();")
-        w("const int tid_ = threadIdx.x - 128;")
+        w("[[maybe_unused]] const int wg_ = (threadIdx.x - 128) >> 7;  // this math warpgroup")
+        if self.L["PINGPONG"]:
+            w("const int tid_ = (threadIdx.x - 128) & 127;  // the thread in its warpgroup's CTA tile")
+            w("unsigned unit_ = 0;  // work units so far: warpgroup unit_ % 2 runs the next, the other skips it")
+            w("unsigned turns_ = 0;  // turns this warpgroup has waited for: the parity of the next")
+            w("bool handed_ = false;  // this warpgroup's unit has handed the tensor cores over")
+        else:
+            w("const int tid_ = threadIdx.x - 128;")
         self._warp_coords()
         w("Ring ring_;")
         if stores:
@@ -448,20 +479,56 @@ class HopperCodegen(_Codegen):
     def _feeds_ring(self, tag: int) -> bool:
         return any(isinstance(self.cg[t], C.LoadTile | C.AccumulatePartial) for t, _ in self.cg.walk(tag))
 
+    def _skeleton(self) -> bool:
+        """Is only the ring's side of the program being printed: the producer's, or a skipped unit's (ping-pong)?"""
+        return self.role in ("producer", "skip")
+
     def _ForLoop(self, tag: int, node: C.ForLoop) -> None:
-        if self.role == "producer" and not self._feeds_ring(tag):
+        if self._skeleton() and not self._feeds_ring(tag):
             return
         if self.reduction:  # the loop over the partials: several loads in flight per thread
             self.w(f"#pragma unroll {R_UNROLL}")
+        if self.role == "consumer" and self.L["PINGPONG"] and not self.reduction and self.cg.parent(tag) == self.tag:
+            self._units(tag, node)
+            return
         super()._ForLoop(tag, node)
 
+    def _units(self, tag: int, node: C.ForLoop) -> None:
+        """Ping-pong: each iteration of a loop of the kernel's body is a work unit (a tile, or a piece of one with its
+        fixup). The two consumer warpgroups take them in turn; the one whose turn it is not steps its ring position
+        over the unit's stages (the producer's view of the unit, :meth:`_skeleton`) and goes on to the next."""
+        w, c = self.w, node.counter.name
+        self.templates |= {"mbar_wait", "mbar_arrive"}
+        w.open(f"for ({c} = {self.cxx(node.init)}; {self.cxx(node.condition)}; {c} += {self.cxx(node.increment)})")
+        w.open("if (unit_++ % 2 == wg_)")
+        w("if (unit_ > 1) mbar_wait(turn_ + 8 * wg_, turns_++ & 1);  // the unit before has read all its stages")
+        w("handed_ = false;")
+        self._body(tag)
+        self._hand_over()
+        w.close()
+        w.open("else")
+        self.role = "skip"
+        self._body(tag)
+        self.role = "consumer"
+        w.close()
+        w.close()
+
+    def _hand_over(self) -> None:
+        """Ping-pong: the unit has waited for the last of its ring stages (its K iterations and partials to add), so
+        the other warpgroup may start on the next unit's: before this unit's epilogue or partial store, or at its end.
+        One warpgroup at a time waits on the ring, and never more than one lap ahead of the producer, which the
+        stages' parities could not tell apart."""
+        if self.role == "consumer" and self.L["PINGPONG"]:
+            self.w("if (!handed_ && tid_ == 0) mbar_arrive(turn_ + 8 * (wg_ ^ 1));  // the other warpgroup's turn")
+            self.w("handed_ = true;")
+
     def _If(self, tag: int, node: C.If) -> None:
-        if self.role == "producer" and not self._feeds_ring(tag):
+        if self._skeleton() and not self._feeds_ring(tag):
             return
         super()._If(tag, node)
 
     def _Assign(self, tag: int, node: C.Assign) -> None:
-        if self.role == "producer" and node.target not in self._producer_needs():
+        if self._skeleton() and node.target not in self._producer_needs():
             return
         super()._Assign(tag, node)
 
@@ -513,6 +580,7 @@ class HopperCodegen(_Codegen):
     def _StorePartial(self, tag: int, node: C.StorePartial) -> None:
         if self.role != "consumer":
             return
+        self._hand_over()
         self.w.open("")
         self.w(f"float4* ws_ = reinterpret_cast<float4*>({self._slot(node.slot)});")
         self.w("#pragma unroll")
@@ -551,6 +619,8 @@ class HopperCodegen(_Codegen):
     def _AccumulatePartial(self, tag: int, node: C.AccumulatePartial) -> None:
         if self.reduction:
             self._add_partial_from_registers(node)
+        elif self.role == "skip":
+            self.w("ring_.advance(FIX_CHUNKS);  // another warpgroup's partial")
         elif self.role == "producer":
             self._produce_partial(node)
         else:
@@ -596,7 +666,7 @@ class HopperCodegen(_Codegen):
         w("const int q_ = c_ * (FIX_EA + FIX_EB) + e_;")
         w("acc[q_] += v_.x; acc[q_ + 1] += v_.y; acc[q_ + 2] += v_.z; acc[q_ + 3] += v_.w;")
         w.close()
-        w("bar_sync(2 + (tid_ >> 7), 128);  // the warpgroup has read the stage")
+        w("bar_sync(2 + wg_, 128);  // the warpgroup has read the stage")
         w(self._release("empty_ + 8 * s_"))
         w.close()
         w.close()
@@ -610,6 +680,7 @@ class HopperCodegen(_Codegen):
             else:
                 super()._Epilogue(tag, node)
             return
+        self._hand_over()
         self._epilogue_tma(node)
 
     def _acc_coords(self) -> tuple[str, str]:
@@ -637,7 +708,7 @@ class HopperCodegen(_Codegen):
         row0, col0 = node.origin
         row, col = self._acc_coords()
         w.open("")
-        w("const int wgi_ = tid_ >> 7, bar_ = 2 + wgi_;  // this warpgroup's rows (columns, swapped) and named barrier")
+        w("const int wgi_ = tid_ >> 7, bar_ = 2 + wg_;  // this warpgroup's rows (columns, swapped) and named barrier")
         di, dj = " + cta_m_ * CTA_M", " + cta_n_ * CTA_N"  # the CTA's offset in the macro tile
         if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows
             w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * wgi_;")
@@ -647,7 +718,7 @@ class HopperCodegen(_Codegen):
             boxes, origin = "CTA_N / 64", "j0_ + 64 * c_, i0_"
         w("#pragma unroll")
         w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_, ++box_)")
-        w("const unsigned buf_ = sD_ + (wgi_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
+        w("const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
         w("if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it")
         w("bar_sync(bar_, 128);")
         # NOTE: two copies of the box loop, so that beta == 0 (the common case) runs none of C's index math
@@ -728,6 +799,10 @@ class HopperCodegen(_Codegen):
         w.open("")
         if self.role == "producer":
             self._produce(tag, node, assign, load_a, load_b)
+        elif self.role == "skip":
+            self._trip_count(node)
+            w(f"{node.counter.name} = count_;")
+            w("ring_.advance(count_);  // another warpgroup's K iterations")
         else:
             self._trip_count(node)
             self._consume(node.counter)

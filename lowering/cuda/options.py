@@ -66,7 +66,13 @@ class CudaOptions:
     before it in the stream finishes, and sets up its shared memory and barriers before it waits
     (``griddepcontrol.wait``) for that one to complete, so back-to-back kernels overlap launch and prologue with
     the tail of the one before (up to ~0.3 us a kernel on the H100, docs/benchmarks.md). It touches no global
-    memory before that wait, so the stream's order of results is kept."""
+    memory before that wait, so the stream's order of results is kept.
+
+    ``pingpong`` (wgmma path, CTA tiles that one consumer warpgroup computes: 64 rows, or swapped 64 columns): two
+    consumer warpgroups take the workgroup's work units (its tiles, or Stream-K's pieces of tiles) in turn, each
+    with a whole CTA tile in its own accumulators, as cuBLAS's ping-pong kernels do. The producer fills the ring in
+    unit order as before; while one warpgroup runs a unit's epilogue or fixup, the other's wgmma keep the tensor
+    cores busy (:mod:`lowering.cuda.hopper`)."""
 
     warps: int | None = None  # None: for the macro tile (for_tile)
     stages: int | None = None
@@ -79,6 +85,7 @@ class CudaOptions:
     multicast: str | None = None  # None: the layout ctgraph.tiles measured the macro tile on, else "b"
     swap: bool | None = None  # None: when a CTA's rows are not a multiple of 64
     pdl: bool = True  # wgmma path: programmatic dependent launch
+    pingpong: bool = False  # wgmma path: two consumer warpgroups take the work units in turn
 
     def __post_init__(self) -> None:
         if self.warps is not None and (isinstance(self.warps, bool) or self.warps not in (1, 2, 4, 8, 16)):
@@ -103,6 +110,8 @@ class CudaOptions:
             raise ValueError(f"swap must be None (when the macro tile needs it), True or False, got {self.swap!r}")
         if not isinstance(self.pdl, bool):
             raise ValueError(f"pdl must be True or False, got {self.pdl!r}")
+        if not isinstance(self.pingpong, bool):
+            raise ValueError(f"pingpong must be True or False, got {self.pingpong!r}")
         if not isinstance(self.ctas_per_sm, int) or not 1 <= self.ctas_per_sm <= 8:
             raise ValueError(f"ctas_per_sm must be an integer in [1, 8], got {self.ctas_per_sm!r}")
 

@@ -223,6 +223,10 @@ struct Ring {
         if (++stage == STAGES) stage = 0, phase ^= 1;
     }
     __device__ __forceinline__ unsigned previous() const { return stage ? stage - 1 : STAGES - 1; }
+    __device__ __forceinline__ void advance(unsigned n) {  // n calls of next()
+        const unsigned s = stage + n % STAGES;
+        it += n, phase ^= (n / STAGES + s / STAGES) & 1, stage = s % STAGES;
+    }
 };""",
     # shared-memory matrix descriptor: address, leading / stride byte offsets, swizzle span (128, 64, 32 B)
     "smem_desc": """

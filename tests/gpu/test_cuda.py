@@ -288,6 +288,35 @@ def test_gpuarray_inputs():
     check(D.get(), A, B, C, 1.0, 2.0, "float16")
 
 
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
+        ((64, 128, 64), {}),
+        ((64, 256, 64), {}),
+        ((64, 64, 32), {}),
+        ((128, 256, 64), {"cluster": 2}),
+        ((72, 64, 64), {}),  # swapped: 72 rows on one warpgroup's 64 columns
+        ((208, 128, 64), {"cluster": 4, "multicast": "ab"}),  # swapped CTAs of 104 x 64 on a 2 x 2 grid
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("workgroups", [None, 5], ids=["resident", "few"])
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
+def test_wgmma_pingpong(shape, transform, workgroups, tile, options):
+    """Two consumer warpgroups taking the work units in turn: many units per workgroup (5 workgroups), Stream-K's
+    partial tiles and their fixup in either warpgroup, partial tiles, k % BK != 0, repeats bit-identical."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    grid = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {"workgroups": workgroups}
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", pingpong=True, **options, **grid)
+    assert kern.program.layout["PINGPONG"] == 1 and kern.program.layout["WARPGROUPS"] == 2
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
 def test_bad_operands_raise_before_launch():
     A, B, _ = operands(64, 64, 64, "float16")
     kern = ctgraph.compile(ctgraph.gemm(64, 64, 64), transform="streamk", target="cuda")
@@ -308,7 +337,8 @@ SANITIZE = textwrap.dedent("""
     A = np.ones((150, 72), np.float16); B = np.ones((72, 88), np.float16)  # rows of whole 16-byte vectors: TMA
     wgmma = [((64, 64, 32), 5, {}), ((128, 64, 32), 3, {"cluster": 2}), ((256, 64, 32), 2, {"cluster": 4}),
              ((64, 128, 32), 3, {"cluster": 2, "multicast": "a"}), ((40, 64, 32), 5, {}),
-             ((64, 128, 64), 3, {"swap": True}), ((128, 128, 32), 2, {"cluster": 4, "multicast": "ab"})]
+             ((64, 128, 64), 3, {"swap": True}), ((128, 128, 32), 2, {"cluster": 4, "multicast": "ab"}),
+             ((64, 64, 32), 2, {"pingpong": True}), ((128, 64, 32), 1, {"cluster": 2, "pingpong": True})]
     for t in ctgraph.TRANSFORMS:
         kern = ctgraph.compile(ctgraph.gemm(150, 88, 72, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
                                target="cuda", warps=4, stages=2)

@@ -567,3 +567,65 @@ def test_rastered_source_compiles(transform, mainloop):
     kern = cuda_kernel(transform, shape=(4096, 2048, 1000), tile=(128, 128, 64), mainloop=mainloop, raster=8)
     assert kern.raster == 8 and "numRasterGroups" in kern.source
     assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize(
+    ("tile", "options", "ctas"),
+    [
+        ((64, 256, 64), {}, (64, 256)),
+        ((128, 192, 64), {"cluster": 2}, (64, 192)),
+        ((72, 64, 64), {}, (72, 64)),  # swapped: one warpgroup's 64 columns
+    ],
+    ids=str,
+)
+def test_pingpong_layout(tile, options, ctas):
+    """Ping-pong: one consumer warpgroup's CTA tile, run by two warpgroups in turn; each stages its own D boxes."""
+    L = hopper_layout(tile, "float16", CudaOptions(mainloop="wgmma", pingpong=True, **options))
+    cooperative = hopper_layout(tile, "float16", CudaOptions(mainloop="wgmma", **options))
+    assert (L["CTA_M"], L["CTA_N"]) == ctas and L["CONSUMERS"] == L["THREADS"] // 128 == 1
+    assert L["PINGPONG"] == 1 and L["WARPGROUPS"] == 2 and L["BLOCK"] == 384
+    assert (L["PRODUCER_REGS"], L["CONSUMER_REGS"]) == register_split(2)
+    stage = L["A_STAGE"] * 2 + L["B_STAGE"] * 2
+    staging = L["D_BUFFERS"] * L["D_STAGE"] * 2  # one more warpgroup's D boxes, and the two turn barriers
+    assert L["SMEM_BYTES"] - cooperative["SMEM_BYTES"] == staging + 16 - (cooperative["STAGES"] - L["STAGES"]) * stage
+    assert cooperative["PINGPONG"] == 0 and cooperative["WARPGROUPS"] == 1
+
+
+@pytest.mark.parametrize(
+    ("tile", "options"), [((128, 128, 64), {"cluster": 1}), ((256, 128, 64), {"cluster": 2})], ids=str
+)
+def test_pingpong_refuses_tiles_of_several_warpgroups(tile, options):
+    with pytest.raises(ValueError, match=r"pingpong runs CTA tiles of one consumer warpgroup: 64 rows"):
+        _ = cuda_kernel("streamk", tile=tile, mainloop="wgmma", pingpong=True, **options).source
+    with pytest.raises(ValueError, match="pingpong must be True or False"):
+        CudaOptions(pingpong=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_pingpong_warpgroups_take_the_units_in_turn(transform):
+    """Each unit (an iteration of a loop of the kernel's body) runs on warpgroup ``unit % 2``; the other steps its
+    ring position over the unit's stages without waiting on them, and the turns hand over once a unit has read
+    its last stage, before its epilogue or partial store."""
+    kern = cuda_kernel(
+        transform, tile=(64, 128, 64), workgroups=1024, mainloop="wgmma", pingpong=True, **SPLITS.get(transform, {})
+    )
+    src = kern.source
+    main = src[: src.index("ctgraph_gemm_reduce")] if transform == "splitk_reduce" else src
+    loops = main.count("if (unit_++ % 2 == wg_) {")
+    assert loops == (2 if transform in ("streamk2tile", "streamk_hybrid") else 1)
+    assert main.count("ring_.advance(count_);") == loops  # the skipped unit's K iterations
+    assert main.count("mbar_wait(turn_ + 8 * wg_, turns_++ & 1);") == loops
+    hand_over = "if (!handed_ && tid_ == 0) mbar_arrive(turn_ + 8 * (wg_ ^ 1));"
+    assert main.index(hand_over) < main.index("tma_store_2d(&tmD" if transform != "splitk_reduce" else "ws_[q_ *")
+    assert ("ring_.advance(FIX_CHUNKS);" in main) == (transform not in ("dataparallel", "splitk_reduce"))
+    assert "bar_sync(1, THREADS)" not in main  # each warpgroup syncs on its own named barrier
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("tile", "options"), [((64, 256, 64), {}), ((208, 128, 64), {"cluster": 4, "multicast": "ab"})]
+)
+def test_pingpong_source_compiles(tile, options):
+    kern = cuda_kernel("streamk2tile", tile=tile, workgroups=1024, mainloop="wgmma", pingpong=True, **options)
+    assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
+    assert "wgmma.mma_async" in kern.ptx and "setmaxnreg.inc.sync.aligned.u32 232" in kern.ptx
