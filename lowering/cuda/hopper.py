@@ -399,7 +399,7 @@ class HopperCodegen(_Codegen):
             w("const int tid_ = (threadIdx.x - 128) & 127;  // the thread in its warpgroup's CTA tile")
             w("unsigned unit_ = 0;  // work units so far: warpgroup unit_ % 2 runs the next, the other skips it")
             w("unsigned turns_ = 0;  // turns this warpgroup has waited for: the parity of the next")
-            w("bool handed_ = false;  // this warpgroup's unit has handed the tensor cores over")
+            w("bool handed_ = false;  // this warpgroup's unit has handed the ring over to the other")
         else:
             w("const int tid_ = threadIdx.x - 128;")
         self._warp_coords()
