@@ -276,8 +276,12 @@ class _Codegen:
             return
         c = node.counter.name
         self.w.open(f"for ({c} = {self.cxx(node.init)}; {self.cxx(node.condition)}; {c} += {self.cxx(node.increment)})")
-        self._body(tag)
+        self._loop_body(tag)
         self.w.close()
+
+    def _loop_body(self, tag: int) -> None:
+        """The body of loop ``tag`` (not a K loop), inside its ``for``."""
+        self._body(tag)
 
     def _If(self, tag: int, node: C.If) -> None:
         self.w.open(f"if ({self.cxx(node.condition)})")

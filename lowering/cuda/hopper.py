@@ -53,7 +53,7 @@ tensor cores, bounds the CTAs (:mod:`ctgraph.tiles`).
 work units in turn, unit ``u`` (an iteration of a loop of the kernel's body: a tile, or a piece of one with its
 fixup) on warpgroup ``u % 2``, each with a whole CTA tile in its accumulators (``tid_`` is the thread's place in its
 warpgroup, ``wg_`` the warpgroup). The producer is unchanged. The warpgroup whose turn it is not prints the unit as
-the producer sees it (:meth:`HopperCodegen._units`): it finds the K loop's trip count and steps its ring position
+the producer sees it (:meth:`HopperCodegen._unit`): it finds the K loop's trip count and steps its ring position
 over the unit's stages without waiting on them. An mbarrier per warpgroup (``turn_``) orders the units: a warpgroup
 starts on the ring only once the unit before has read its last stage and handed over (before its epilogue or its
 partial store), so one warpgroup's epilogue runs under the other's mainloop, and a stage's parity is never waited
@@ -488,18 +488,20 @@ class HopperCodegen(_Codegen):
             return
         if self.reduction:  # the loop over the partials: several loads in flight per thread
             self.w(f"#pragma unroll {R_UNROLL}")
-        if self.role == "consumer" and self.L["PINGPONG"] and not self.reduction and self.cg.parent(tag) == self.tag:
-            self._units(tag, node)
-            return
         super()._ForLoop(tag, node)
 
-    def _units(self, tag: int, node: C.ForLoop) -> None:
+    def _loop_body(self, tag: int) -> None:
+        if self.role == "consumer" and self.L["PINGPONG"] and not self.reduction and self.cg.parent(tag) == self.tag:
+            self._unit(tag)
+        else:
+            super()._loop_body(tag)
+
+    def _unit(self, tag: int) -> None:
         """Ping-pong: each iteration of a loop of the kernel's body is a work unit (a tile, or a piece of one with its
         fixup). The two consumer warpgroups take them in turn; the one whose turn it is not steps its ring position
         over the unit's stages (the producer's view of the unit, :meth:`_skeleton`) and goes on to the next."""
-        w, c = self.w, node.counter.name
+        w = self.w
         self.templates |= {"mbar_wait", "mbar_arrive"}
-        w.open(f"for ({c} = {self.cxx(node.init)}; {self.cxx(node.condition)}; {c} += {self.cxx(node.increment)})")
         w.open("if (unit_++ % 2 == wg_)")
         w("if (unit_ > 1) mbar_wait(turn_ + 8 * wg_, turns_++ & 1);  // the unit before has read all its stages")
         w("handed_ = false;")
@@ -510,7 +512,6 @@ class HopperCodegen(_Codegen):
         self.role = "skip"
         self._body(tag)
         self.role = "consumer"
-        w.close()
         w.close()
 
     def _hand_over(self) -> None:
