@@ -175,7 +175,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     update = TuningTable.from_json(Path(args.update).read_text()) if args.update else None
     out = Path(args.out) if args.out else None
-    tune(read_shapes(args.shapes), macro_tile=args.tile, out=out, update=update, tiles=args.tiles)
+    tune(read_shapes(args.shapes), macro_tile=args.tile, out=out, update=update, tiles=args.tiles, layouts=args.layouts)
     return 0
 
 
@@ -255,6 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         metavar="N",
         help="also time the tile model's first N candidate tiles per shape and keep the fastest for macro_tile='auto'",
+    )
+    p.add_argument(
+        "--layouts",
+        action="store_true",
+        help="also time swapped tiles fitted to whole waves on cuBLAS's cluster layouts and keep one that is faster",
     )
     p.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)

@@ -25,7 +25,7 @@ from pathlib import Path
 from . import knobs
 from .model import GridModel, load_model, useful_grid, work
 from .passes import pass_options
-from .tiles import TileCost, choose_tile, preferred_schedule
+from .tiles import Layout, TileCost, choose_tile, preferred_schedule
 
 __all__ = [
     "POLICIES",
@@ -35,6 +35,7 @@ __all__ = [
     "Policy",
     "Selection",
     "TuningTable",
+    "auto_layout",
     "auto_tile",
     "parse_tile",
     "raster_for",
@@ -190,10 +191,20 @@ class TuningTable:
         return next((r for r in self.rows if _shape(r) == (m, n, k, dtype)), None)
 
     def tuned_tile(self, m: int, n: int, k: int, dtype: str) -> tuple[int, int, int] | None:
-        """The macro tile ``tune --tiles`` measured fastest for this shape (rows with ``"tiles"``: the best time
-        of each candidate tried), or None where no tiles were searched."""
+        """The macro tile ``tune --tiles`` or ``--layouts`` measured fastest for this shape (rows with ``"tiles"``
+        or ``"layouts"``: the best time of each candidate tried), or None where none were searched."""
         row = self.row(m, n, k, dtype)
-        return parse_tile(row["tile"]) if row is not None and "tiles" in row else None
+        if row is None or ("tiles" not in row and "layouts" not in row):
+            return None
+        return parse_tile(row["tile"])
+
+    def tuned_layout(self, m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> Layout | None:
+        """The cluster layout ``tune --layouts`` timed this shape's ``macro_tile`` on (row ``"layout"``), or None
+        where the row has none or another tile: the tile's own layout then (:func:`ctgraph.tiles.tile_layout`)."""
+        row = self.row(m, n, k, dtype)
+        if row is None or "layout" not in row or row["tile"] != tile_name(macro_tile):
+            return None
+        return Layout.parse(row["layout"])
 
     def updated(self, rows: list[dict]) -> TuningTable:
         """This table with ``rows`` (newly timed) in place of its rows of the same shapes, and the others
@@ -253,6 +264,13 @@ def auto_tile(m: int, n: int, k: int, dtype: str) -> tuple[int, int, int]:
     model's (:func:`ctgraph.tiles.choose_tile`)."""
     table = load_table(knobs.tile_device())
     return (table and table.tuned_tile(m, n, k, dtype)) or choose_tile(m, n, k, dtype)
+
+
+def auto_layout(m: int, n: int, k: int, dtype: str, macro_tile: tuple[int, int, int]) -> Layout | None:
+    """The layout the tuning table of :func:`ctgraph.knobs.tile_device` timed ``macro_tile`` on for this shape
+    (:meth:`TuningTable.tuned_layout`): what the wgmma path runs where the caller leaves the layout open."""
+    table = load_table(knobs.tile_device())
+    return table.tuned_layout(m, n, k, dtype, macro_tile) if table is not None else None
 
 
 @dataclass(frozen=True)

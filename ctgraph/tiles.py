@@ -74,6 +74,8 @@ __all__ = [
     "SWAP_2D_MIN_ITERATIONS",
     "SWAP_2D_MIN_ROWS",
     "SWAP_MIN_ITERATIONS",
+    "WAVE_GRIDS",
+    "Layout",
     "TileCost",
     "candidates",
     "choose_tile",
@@ -86,6 +88,7 @@ __all__ = [
     "swapped_heights",
     "tile_cost",
     "tile_layout",
+    "wave_layouts",
 ]
 
 DEFAULT_TILE = (128, 128, 32)
@@ -372,6 +375,72 @@ def tile_layout(
         return LAYOUTS[bm, bn, bk]
     layouts = sorted({(c.sms_per_workgroup, c.multicast) for c in costs if c.multicast == "ab"})
     return next((lay for lay in layouts if swapped_cost((bm, bn, bk), costs, lay) is not None), None)
+
+
+@dataclass(frozen=True, order=True)
+class Layout:
+    """How a workgroup's CTAs share its macro tile on the wgmma path: ``cluster`` CTAs that share ``multicast``
+    (``"a"``, ``"b"`` or ``"ab"``), computing ``D^T = B^T A^T`` where ``swap`` (the options of the same names,
+    :class:`lowering.cuda.options.CudaOptions`). A tuning-table row records the one its tile was timed on."""
+
+    cluster: int
+    multicast: str
+    swap: bool
+
+    @property
+    def name(self) -> str:
+        """``"2a"``, ``"8ab/swap"``: the form a tuning table stores (:meth:`parse` reads it back)."""
+        return f"{self.cluster}{self.multicast}" + ("/swap" if self.swap else "")
+
+    @classmethod
+    def parse(cls, name: str) -> Layout:
+        head, _, tail = name.partition("/")
+        if not head[:1].isdigit() or head.lstrip("0123456789") not in ("a", "b", "ab") or tail not in ("", "swap"):
+            want = "CTAs, the operands they share and an optional '/swap' (e.g. '2a/swap')"
+            raise ValueError(f"a layout is {want}, got {name!r}")
+        return cls(int(head.rstrip("ab")), head.lstrip("0123456789"), tail == "swap")
+
+    def options(self) -> dict[str, object]:
+        """The compile options that run it: ``ctgraph.compile(..., **layout.options())``."""
+        return {"cluster": self.cluster, "multicast": self.multicast, "swap": self.swap}
+
+
+# cuBLAS's cluster layouts for mid-size GEMMs (docs/bench/cublas-kernels.txt, in our orientation): 2 CTAs along n
+# that share A, 2 along m that share B, a 2 x 4 grid that shares both
+WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (8, "ab"))
+WAVE_CTA_COLUMNS = 128  # a CTA's columns: two swapped consumer warpgroups of 64
+
+
+def wave_layouts(
+    m: int, n: int, waves: tuple[int, ...] = (1, 2), sms: int = 132, costs: tuple[TileCost, ...] = H100 + REFERENCES
+) -> list[tuple[tuple[int, int, int], Layout]]:
+    """Swapped tiles of ``128``-column CTAs on each of :data:`WAVE_GRIDS` (``grid_m x grid_n`` CTAs), their rows
+        fitted to ``m`` so that the tiles make ``w`` whole waves of the clusters the GPU holds at once (``R``, from
+        ``costs``), for each ``w`` of ``waves``::
+
+            tiles along n:   t_n = ceil(n / (128 * grid_n))
+            rows of tiles:   t_m = max(1, floor(w * R / t_n))
+            BM             = grid_m * 8 * ceil(m / (8 * grid_m * t_m))      (CTAs of a multiple of 8 rows, <= 256)
+
+    and at least 32 rows a CTA: a small ``m`` cannot fill the waves, and thinner CTAs only add L2 traffic.
+
+        These are cuBLAS's layouts on most mid-size shapes (``python -m ctgraph tune --layouts`` times them): on the
+        H100, 1408x1664x8192 ran 59.2 us in 160 x 256 tiles on 2 CTAs that share A, against 62.3 on the tile model's
+        352 x 256 (docs/benchmarks.md). The tile model does not price them; they are measured or not taken."""
+    resident = {c.sms_per_workgroup: c.workgroups(sms) for c in costs}
+    out: dict[tuple[tuple[int, int, int], Layout], None] = {}
+    for cluster, multicast in WAVE_GRIDS:
+        if cluster not in resident:
+            continue
+        grid_m, grid_n = {"a": (1, cluster), "b": (cluster, 1), "ab": (2, cluster // 2)}[multicast]
+        bn = WAVE_CTA_COLUMNS * grid_n
+        t_n = -(-n // bn)
+        for w in waves:
+            t_m = max(1, w * resident[cluster] // t_n)
+            bm = max(grid_m * 8 * -(-m // (8 * grid_m * t_m)), grid_m * 32)
+            if bm // grid_m <= 256:
+                out[(bm, bn, 64), Layout(cluster, multicast, True)] = None
+    return list(out)
 
 
 def ranked_tiles(

@@ -15,6 +15,14 @@ policies that win most shapes; the row records each tile's best time (``"tiles"`
 tile (:func:`pick_tile`), on which the other policies are then timed. ``macro_tile="auto"`` then gives that
 shape the measured tile (:func:`ctgraph.policy.auto_tile`); a row with ``"tiles"`` is never re-searched by
 ``--update``.
+
+**Layout search** (``--layouts``, with ``macro_tile="auto"``): then the swapped tiles fitted to whole waves on
+cuBLAS's cluster layouts (:func:`ctgraph.tiles.wave_layouts`, which the tile model does not price) are timed under
+:data:`LAYOUT_POLICIES`; the row records each one's best time (``"layouts"``) and, where the fastest beats the row's
+tile by :data:`TILE_MARGIN`, takes its tile and its layout (``"layout"``, :class:`ctgraph.tiles.Layout`), on which
+the other policies are then timed. The wgmma path runs a row's tile on the row's layout where the caller leaves
+the layout open (:func:`ctgraph.policy.auto_layout`); a row with ``"layouts"`` is never re-searched by
+``--update``.
 """
 
 from __future__ import annotations
@@ -35,9 +43,9 @@ from .policy import (
     tile_name,
     user_table_path,
 )
-from .tiles import choose_tile, ranked_tiles
+from .tiles import Layout, choose_tile, ranked_tiles, wave_layouts
 
-__all__ = ["TILE_MARGIN", "TILE_POLICIES", "pick_tile", "time_policy", "tune"]
+__all__ = ["LAYOUT_POLICIES", "TILE_MARGIN", "TILE_POLICIES", "pick_tile", "time_policy", "tune"]
 
 # the policies every candidate tile is timed under: in the H100 table before tile search (9468c49) the best of
 # them was within 3% of the best of all ten policies on 118 of its 128 shapes (the fastest outright on 74)
@@ -45,12 +53,16 @@ TILE_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model",
 # NOTE: the least of N x 4 timings is biased low by their noise (1-2% a timing on the H100): another tile
 # replaces the model's only when its best is at least 3% faster.
 TILE_MARGIN = 0.97
+# the policies every wave layout is timed under: its tiles fill whole waves, so split-K has nothing to fill
+LAYOUT_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model")
 
 
-def time_policy(g: Any, policy: Policy, A: Any, B: Any, D: Any) -> tuple[float, int] | None:
+def time_policy(
+    g: Any, policy: Policy, A: Any, B: Any, D: Any, options: dict[str, Any] | None = None
+) -> tuple[float, int] | None:
     """``(kernel seconds, workgroups)`` of GEMM graph ``g`` under ``policy`` on this GPU, with torch operands
-    ``A``, ``B`` and output ``D`` (timed as the benchmark does); None where the policy cannot run the shape
-    (split-K with more tiles than workgroups)."""
+    ``A``, ``B`` and output ``D`` (timed as the benchmark does) and the backend's ``options`` (a layout's); None
+    where the policy cannot run the shape (split-K with more tiles than workgroups)."""
     import torch
 
     import ctgraph
@@ -58,12 +70,13 @@ def time_policy(g: Any, policy: Policy, A: Any, B: Any, D: Any) -> tuple[float, 
 
     from .bench import _kernel_time
 
-    wg = model_workgroups(g, policy.transform, {}, policy.sk_batches) if policy.grid == "model" else None
+    options = options or {}
     p = g.attrs["gemm"]
-    raster = raster_for(policy.transform, p.m, p.n, p.k, p.dtype, l2_bytes())
     try:
+        wg = model_workgroups(g, policy.transform, options, policy.sk_batches) if policy.grid == "model" else None
+        raster = raster_for(policy.transform, p.m, p.n, p.k, p.dtype, l2_bytes())
         kern = ctgraph.compile(
-            g, policy.transform, workgroups=wg, target="cuda", sk_batches=policy.sk_batches, raster=raster
+            g, policy.transform, workgroups=wg, target="cuda", sk_batches=policy.sk_batches, raster=raster, **options
         )
     except ValueError:
         return None
@@ -81,11 +94,13 @@ def pick_tile(model_tile: str, best: dict[str, float]) -> str:
     return fastest if best[fastest] <= TILE_MARGIN * best.get(model_tile, math.inf) else model_tile
 
 
-def _time_policies(g: Any, policies: list[Policy], A: Any, B: Any, D: Any) -> dict[str, float]:
+def _time_policies(
+    g: Any, policies: list[Policy], A: Any, B: Any, D: Any, options: dict[str, Any] | None = None
+) -> dict[str, float]:
     """Seconds of each policy on graph ``g`` (infinity where it cannot run the shape)."""
     out = {}
     for p in policies:
-        timed = time_policy(g, p, A, B, D)
+        timed = time_policy(g, p, A, B, D, options)
         out[p.name] = timed[0] if timed else math.inf
     return out
 
@@ -107,6 +122,25 @@ def _search(
     return kept, seconds[kept], best
 
 
+def _search_layouts(
+    m: int, n: int, k: int, best: float, A: Any, B: Any, D: Any
+) -> tuple[tuple[str, Layout, dict[str, float]] | None, dict[str, float]]:
+    """Time :func:`ctgraph.tiles.wave_layouts` under :data:`LAYOUT_POLICIES`: ``(kept (tile, layout, its policies'
+    seconds) or None, each "tile layout"'s best seconds)``; one is kept where it beats ``best`` (the row's
+    tile) by :data:`TILE_MARGIN`."""
+    import ctgraph
+
+    timed = {}
+    for tile, layout in wave_layouts(m, n):
+        g = ctgraph.gemm(m, n, k, macro_tile=tile)
+        seconds = _time_policies(g, [BY_NAME[p] for p in LAYOUT_POLICIES], A, B, D, layout.options())
+        timed[f"{tile_name(tile)} {layout.name}"] = (tile, layout, seconds)
+    tried = {name: min(s.values()) for name, (_, _, s) in timed.items()}
+    fastest = min(tried, key=tried.__getitem__, default=None)
+    kept = timed[fastest] if fastest is not None and tried[fastest] <= TILE_MARGIN * best else None
+    return (None if kept is None else (tile_name(kept[0]), kept[1], kept[2])), tried
+
+
 def tune(
     shapes: list[tuple[int, int, int]],
     macro_tile: tuple[int, int, int] | str = "auto",
@@ -114,12 +148,17 @@ def tune(
     progress: bool = True,
     update: TuningTable | None = None,
     tiles: int = 0,
+    layouts: bool = False,
 ) -> TuningTable:
-    """Time the policies (and with ``tiles``, the first ``tiles`` candidate tiles) on each shape; see the module."""
+    """Time the policies (and with ``tiles``, the first ``tiles`` candidate tiles; with ``layouts``, the wave
+    layouts) on each shape; see the module."""
     if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 0:
         raise ValueError(f"tiles must be a count of candidate tiles to time (0: the model's tile only), got {tiles!r}")
-    if tiles and macro_tile != "auto":
-        raise ValueError(f"tiles: a tile search needs macro_tile='auto', got {macro_tile!r}")
+    if not isinstance(layouts, bool):
+        raise ValueError(f"layouts must be True (search the wave layouts) or False, got {layouts!r}")
+    for name, given in (("tiles", tiles), ("layouts", layouts)):
+        if given and macro_tile != "auto":
+            raise ValueError(f"{name}: a tile search needs macro_tile='auto', got {macro_tile!r}")
     import torch
 
     import ctgraph
@@ -133,13 +172,15 @@ def tune(
         raise ValueError(f"update: the table is of a {update.device}, this GPU is a {gpu}")
     for m, n, k in shapes:
         old = update.row(m, n, k, "float16") if update is not None else None
-        if old is not None and "tiles" in old:  # a searched row keeps its tile
+        if old is not None and ("tiles" in old or "layouts" in old):  # a searched row keeps its tile
             tile = old["tile"]
         else:
             tile = tile_name(choose_tile(m, n, k) if macro_tile == "auto" else macro_tile)
         seconds = dict(old["seconds"]) if old is not None and old.get("tile", tile) == tile else {}
+        layout = old.get("layout") if old is not None and old.get("tile") == tile else None
         missing = [p for p in POLICIES if p.name not in seconds]
-        if old is not None and seconds and not missing and (not tiles or "tiles" in old):
+        searched_all = old is not None and (not tiles or "tiles" in old) and (not layouts or "layouts" in old)
+        if old is not None and seconds and not missing and searched_all:
             continue
         A = torch.randn(m, k, device="cuda", dtype=torch.float16)
         B = torch.randn(k, n, device="cuda", dtype=torch.float16)
@@ -147,14 +188,27 @@ def tune(
         searched = old.get("tiles") if old is not None else None
         if tiles and searched is None:
             tile, seconds, searched = _search(m, n, k, tiles, A, B, D)
-            missing = [p for p in POLICIES if p.name not in seconds]
+            layout = None
+        tried = old.get("layouts") if old is not None else None
+        if layouts and tried is None:
+            if not seconds:  # the row's tile before the layouts: under the policies they are timed under
+                g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
+                seconds = _time_policies(g, [BY_NAME[p] for p in TILE_POLICIES], A, B, D)
+            kept, tried = _search_layouts(m, n, k, min(seconds.values()), A, B, D)
+            if kept is not None:
+                tile, kept_layout, seconds = kept
+                layout = kept_layout.name
+        missing = [p for p in POLICIES if p.name not in seconds]
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
-        seconds |= _time_policies(g, missing, A, B, D)
+        seconds |= _time_policies(g, missing, A, B, D, Layout.parse(layout).options() if layout else None)
         best = min(seconds, key=lambda name: seconds[name])
         row = {"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": seconds}
-        rows.append(row | ({"tiles": searched} if searched is not None else {}))
+        row |= {"tiles": searched} if searched is not None else {}
+        row |= ({"layout": layout} if layout else {}) | ({"layouts": tried} if tried is not None else {})
+        rows.append(row)
         if progress:
-            print(f"{m}x{n}x{k}: {tile} {best} ({2 * m * n * k / seconds[best] / 1e12:.0f} TF)", flush=True)
+            on = f" on {layout}" if layout else ""
+            print(f"{m}x{n}x{k}: {tile}{on} {best} ({2 * m * n * k / seconds[best] / 1e12:.0f} TF)", flush=True)
     if update is not None:
         table = update.updated(rows)
         if progress:

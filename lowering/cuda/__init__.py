@@ -51,6 +51,25 @@ def options_from(options: dict[str, Any]) -> CudaOptions:
     return CudaOptions(**{k: v for k, v in options.items() if k in names})
 
 
+def with_tuned_layout(opts: CudaOptions, p: Any) -> CudaOptions:
+    """``opts`` where the caller left the layout open (``cluster=0``, ``multicast=None``, ``swap=None``): the
+    cluster layout the tuning table timed this GEMM's tile on (:func:`ctgraph.policy.auto_layout`), where it
+    fits these options, so ``macro_tile="auto"`` runs a row's tile as ``tune --layouts`` measured it."""
+    from ctgraph.policy import auto_layout
+
+    if (opts.cluster, opts.multicast, opts.swap) != (0, None, None):
+        return opts
+    layout = auto_layout(p.m, p.n, p.k, p.dtype, p.macro_tile)
+    if layout is None:
+        return opts
+    tuned = dataclasses.replace(opts, **layout.options())  # type: ignore[arg-type]
+    try:
+        hopper_layout(p.macro_tile, p.dtype, tuned)
+    except ValueError:
+        return opts
+    return tuned
+
+
 def _context() -> None:
     import pycuda.autoprimaryctx  # noqa: F401 -- the device's primary context, shared with torch
 
@@ -98,7 +117,7 @@ class CudaProgram:
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         p = kernel.problem
-        self.options = options_from(kernel.options)
+        self.options = with_tuned_layout(options_from(kernel.options), p)
         self.control = lower_to_control(kernel.graph)
         self.mainloop = resolve_mainloop(self.options, p.dtype, p.macro_tile)
         self.root = self.control[self.control.kernels[0]]

@@ -492,6 +492,46 @@ def test_tune_tiles_searches_candidate_tiles_and_auto_takes_the_fastest(tmp_path
         tune([(64, 64, 64)], macro_tile=(64, 64, 64), tiles=2, progress=False)
 
 
+def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path, monkeypatch, request):
+    """``tune --layouts``: every wave layout is timed; where one is kept, ``macro_tile="auto"`` and ``transform="auto"``
+    run the row's tile on it, and give the right answer; a layout row written by hand runs the same way."""
+    import torch
+
+    from ctgraph.policy import POLICIES, TuningTable, load_table, parse_tile, select
+    from ctgraph.tiles import Layout, wave_layouts
+    from ctgraph.tune import tune
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CTGRAPH_TILE_DEVICE", torch.cuda.get_device_name())
+    for cache in (load_table, select):
+        cache.cache_clear()
+        request.addfinalizer(cache.cache_clear)
+    shape = (300, 520, 1000)
+    table = tune([shape], layouts=True, progress=False)
+    row = table.rows[0]
+    assert list(row["layouts"]) == [f"{'x'.join(map(str, t))} {lay.name}" for t, lay in wave_layouts(300, 520)]
+    assert set(row["seconds"]) == {p.name for p in POLICIES}
+    forced = dict(row, m=600, tile="64x128x64", layout="2b/swap", best="streamk2tile/model")  # by hand
+    table = table.updated([forced])
+    path = tmp_path / "tuning" / f"tuning-{table.device.replace(' ', '_')}.json"
+    path.write_text(table.to_json())
+    for cache in (load_table, select):
+        cache.cache_clear()
+    for m, n, k in (shape, (600, 520, 1000)):
+        r = TuningTable.from_json(path.read_text()).row(m, n, k, "float16")
+        g = ctgraph.gemm(m, n, k, macro_tile="auto")
+        assert g.attrs["gemm"].macro_tile == parse_tile(r["tile"])
+        kern = ctgraph.compile(g, "auto", target="cuda")
+        assert kern.policy.reason == "tuning table" and kern.policy.policy.name == r["best"]
+        if "layout" in r:
+            layout = Layout.parse(r["layout"])
+            lay = kern.program.layout
+            assert (lay["CLUSTER"], lay["SWAP"]) == (layout.cluster, int(layout.swap))
+        A, B, C = operands(m, n, k, "float16")
+        check(kern(A, B, C, beta=1.0), A, B, C, 1.0, 1.0, "float16")
+    assert tune([shape], layouts=True, update=table, progress=False).rows == table.rows  # nothing to re-time
+
+
 def test_bench_rounds_time_every_kernel_in_interleaved_rounds(tmp_path, monkeypatch):
     """``bench --rounds 3``: every kernel of a shape, cuBLAS's too, is timed three times, one round after the
     other, and reports the median of its three; the results are checked against cuBLAS as in one round."""

@@ -227,6 +227,32 @@ def test_auto_tile_is_the_searched_tile_of_the_tile_device(test_gpu_table, monke
     assert (s.policy.name, s.reason) == ("streamk/model", "tuning table")
 
 
+def test_a_searched_layout_is_the_default_of_its_shape_and_tile(test_gpu_table, monkeypatch):
+    """A row's ``layout`` (``tune --layouts``) is what the wgmma path runs its tile on where the caller leaves the
+    layout open; another tile, another shape or a layout the caller gives are left alone."""
+    from ctgraph.policy import auto_layout
+    from ctgraph.tiles import Layout
+
+    row = {"m": 1408, "n": 1664, "k": 8192, "dtype": "float16", "best": "streamk2tile/model", "seconds": {}}
+    tried = {"160x256x64 2a/swap": 1.0, "144x128x64 2b/swap": 1.1}
+    test_gpu_table([row | {"tile": "160x256x64", "layout": "2a/swap", "layouts": tried}], "auto")
+    monkeypatch.setenv("CTGRAPH_TILE_DEVICE", "Test GPU")
+    shape = (1408, 1664, 8192)
+    g = ctgraph.gemm(*shape, macro_tile="auto")
+    assert g.attrs["gemm"].macro_tile == (160, 256, 64)  # a row searched for layouts keeps its tile
+    assert auto_layout(*shape, "float16", (160, 256, 64)) == Layout(2, "a", True)
+    assert auto_layout(*shape, "float16", (128, 256, 64)) is None
+    assert auto_layout(1408, 1664, 4096, "float16", (160, 256, 64)) is None
+
+    def layout(graph, **options):
+        kern = ctgraph.compile(graph, "dataparallel", 8, target="cuda", build=False, mainloop="wgmma", **options)
+        return {key: kern.program.layout[key] for key in ("CLUSTER", "CLUSTER_M", "CLUSTER_N", "SWAP")}
+
+    assert layout(g) == {"CLUSTER": 2, "CLUSTER_M": 1, "CLUSTER_N": 2, "SWAP": 1}
+    assert layout(g, cluster=4) == {"CLUSTER": 4, "CLUSTER_M": 2, "CLUSTER_N": 2, "SWAP": 1}  # the tile's own
+    assert layout(ctgraph.gemm(1408, 1664, 4096, macro_tile=(160, 256, 64)))["CLUSTER"] != 2
+
+
 def test_update_replaces_the_rows_of_re_timed_shapes_and_keeps_the_others():
     rows = [
         {"m": 100, "n": 100, "k": 100, "dtype": "float16", "tile": "64x64x64", "best": "streamk/model"},
@@ -259,3 +285,7 @@ def test_tune_rejects_a_bad_tile_count_before_any_work():
             tune([(64, 64, 64)], tiles=bad)
     with pytest.raises(ValueError, match="tiles: a tile search needs macro_tile='auto'"):
         tune([(64, 64, 64)], macro_tile=(64, 64, 64), tiles=2)
+    with pytest.raises(ValueError, match="layouts must be True"):
+        tune([(64, 64, 64)], layouts=2)
+    with pytest.raises(ValueError, match="layouts: a tile search needs macro_tile='auto'"):
+        tune([(64, 64, 64)], macro_tile=(64, 64, 64), layouts=True)

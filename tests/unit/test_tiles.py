@@ -22,6 +22,8 @@ from ctgraph.tiles import (
     SWAP_2D_MIN_ITERATIONS,
     SWAP_2D_MIN_ROWS,
     SWAP_MIN_ITERATIONS,
+    WAVE_GRIDS,
+    Layout,
     TileCost,
     candidates,
     choose_tile,
@@ -34,6 +36,7 @@ from ctgraph.tiles import (
     swapped_heights,
     tile_cost,
     tile_layout,
+    wave_layouts,
 )
 
 
@@ -282,3 +285,43 @@ def test_a_fitted_cost_prints_as_a_line_of_the_shipped_table():
     source = inspect.getsource(ctgraph.tiles)
     assert all(f"    {cost.line()}" in source for cost in H100)
     assert TileCost((64, 64, 64), 1e-6, 2e-6, 3e-7).line() == "TileCost((64, 64, 64), 1.00e-6, 2.00e-6, 0.300e-6, 1),"
+
+
+def test_layout_names_round_trip_and_bad_names_are_rejected():
+    for cluster, multicast in WAVE_GRIDS:
+        for swap in (False, True):
+            layout = Layout(cluster, multicast, swap)
+            assert Layout.parse(layout.name) == layout
+    assert Layout(2, "a", True).name == "2a/swap"
+    assert Layout(8, "ab", False).options() == {"cluster": 8, "multicast": "ab", "swap": False}
+    for bad in ("", "a", "2c", "2a/flip", "2a/swap/swap", "x2b"):
+        with pytest.raises(ValueError, match="a layout is CTAs, the operands they share"):
+            Layout.parse(bad)
+
+
+@given(st.integers(1, 9000), st.integers(1, 9000))
+def test_wave_layouts_fill_whole_waves_and_run_on_the_wgmma_path(m, n):
+    """Each tile covers m in rows of tiles that, times the tiles along n, make at most w waves of resident
+    clusters; each runs on its layout (CTAs of 32-256 rows, a multiple of 8, 128 columns)."""
+    from lowering.cuda.hopper import hopper_layout
+    from lowering.cuda.options import CudaOptions
+
+    resident = {2: 66, 8: 15}  # the H100's clusters of 2 and of 8 (2 x 4) at once
+    got = wave_layouts(m, n)
+    assert len(got) == len(set(got)) <= 2 * len(WAVE_GRIDS)
+    for (bm, bn, bk), layout in got:
+        lay = hopper_layout((bm, bn, bk), "float16", CudaOptions(mainloop="wgmma", **layout.options()))
+        assert lay["SWAP"] == 1 and lay["CTA_N"] == 128 and lay["CLUSTER"] == layout.cluster
+        assert 32 <= lay["CTA_M"] <= 256 and lay["CTA_M"] % 8 == 0 and bk == 64
+        t_m, t_n = -(-m // bm), -(-n // bn)
+        assert t_m == 1 or t_m * t_n <= 2 * resident[layout.cluster]
+        least = bm - lay["CLUSTER_M"] * 8 < -(-m // t_m)  # the least multiple of 8 a CTA that covers m in t_m rows
+        assert least or lay["CTA_M"] == 32
+
+
+def test_wave_layouts_fit_the_tiles_cublas_runs():
+    """cuBLAS's kernels on three corpus shapes (docs/bench/cublas-kernels.txt, in our orientation)."""
+    assert ((160, 256, 64), Layout(2, "a", True)) in wave_layouts(1408, 1664)  # nvjet 128x160 2x1
+    assert ((144, 128, 64), Layout(2, "b", True)) in wave_layouts(1008, 1152)  # nvjet 128x72 1x2
+    assert ((232, 256, 64), Layout(2, "a", True)) in wave_layouts(3688, 976)  # nvjet 128x232 2x1
+    assert wave_layouts(8192, 8192) == []  # CTAs of more than 256 rows
