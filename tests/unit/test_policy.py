@@ -196,9 +196,8 @@ def test_searched_rows_keep_a_tile_within_the_margin_of_the_fastest():
     searched = [r for r in table.rows if "tiles" in r]
     assert searched
     for r in searched:
-        if "layout" in r:  # a wave layout that beat the searched tile by the margin, the fastest of its search
-            kept = r["layouts"][f"{r['tile']} {r['layout']}"]
-            assert kept == min(r["layouts"].values()) and kept <= min(r["tiles"].values()), r
+        if "layout" in r:  # the fastest wave layout, which beat the row's tile (timed then) by the margin
+            assert r["layouts"][f"{r['tile']} {r['layout']}"] == min(r["layouts"].values()), r
         else:
             assert r["tile"] in r["tiles"] and r["tiles"][r["tile"]] * TILE_MARGIN <= min(r["tiles"].values()), r
         assert r["seconds"][r["best"]] == min(r["seconds"].values()), r
