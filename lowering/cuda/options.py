@@ -62,6 +62,10 @@ class CudaOptions:
     136 x 128 fit a skinny GEMM's tile count to the SMs. ``None`` (the default) swaps exactly when the macro
     tile needs it (a CTA's rows not a multiple of 64); ``True`` or ``False`` forces one layout.
 
+    All three left at their defaults, a GEMM whose shape and macro tile the tuning table timed on a cluster
+    layout (``python -m ctgraph tune --layouts``, a row's ``"layout"``) runs on that one
+    (:func:`lowering.cuda.with_tuned_layout`).
+
     ``pdl`` (wgmma path): launch with programmatic dependent launch. A kernel may then launch while the one
     before it in the stream finishes, and sets up its shared memory and barriers before it waits
     (``griddepcontrol.wait``) for that one to complete, so back-to-back kernels overlap launch and prologue with
