@@ -377,7 +377,7 @@ def tile_layout(
     return next((lay for lay in layouts if swapped_cost((bm, bn, bk), costs, lay) is not None), None)
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Layout:
     """How a workgroup's CTAs share its macro tile on the wgmma path: ``cluster`` CTAs that share ``multicast``
     (``"a"``, ``"b"`` or ``"ab"``), computing ``D^T = B^T A^T`` where ``swap`` (the options of the same names,
@@ -415,18 +415,18 @@ def wave_layouts(
     m: int, n: int, waves: tuple[int, ...] = (1, 2), sms: int = 132, costs: tuple[TileCost, ...] = H100 + REFERENCES
 ) -> list[tuple[tuple[int, int, int], Layout]]:
     """Swapped tiles of ``128``-column CTAs on each of :data:`WAVE_GRIDS` (``grid_m x grid_n`` CTAs), their rows
-        fitted to ``m`` so that the tiles make ``w`` whole waves of the clusters the GPU holds at once (``R``, from
-        ``costs``), for each ``w`` of ``waves``::
+    fitted to ``m`` so that the tiles make ``w`` whole waves of the clusters the GPU holds at once (``R``, from
+    ``costs``), for each ``w`` of ``waves``::
 
-            tiles along n:   t_n = ceil(n / (128 * grid_n))
-            rows of tiles:   t_m = max(1, floor(w * R / t_n))
-            BM             = grid_m * 8 * ceil(m / (8 * grid_m * t_m))      (CTAs of a multiple of 8 rows, <= 256)
+        tiles along n:   t_n = ceil(n / (128 * grid_n))
+        rows of tiles:   t_m = max(1, floor(w * R / t_n))
+        BM             = grid_m * 8 * ceil(m / (8 * grid_m * t_m))      (CTAs of a multiple of 8 rows, <= 256)
 
     and at least 32 rows a CTA: a small ``m`` cannot fill the waves, and thinner CTAs only add L2 traffic.
 
-        These are cuBLAS's layouts on most mid-size shapes (``python -m ctgraph tune --layouts`` times them): on the
-        H100, 1408x1664x8192 ran 59.2 us in 160 x 256 tiles on 2 CTAs that share A, against 62.3 on the tile model's
-        352 x 256 (docs/benchmarks.md). The tile model does not price them; they are measured or not taken."""
+    These are cuBLAS's layouts on most mid-size shapes (``python -m ctgraph tune --layouts`` times them): on the
+    H100, 1408x1664x8192 ran 59.2 us in 160 x 256 tiles on 2 CTAs that share A, against 62.3 on the tile model's
+    352 x 256 (docs/benchmarks.md). The tile model does not price them; they are measured or not taken."""
     resident = {c.sms_per_workgroup: c.workgroups(sms) for c in costs}
     out: dict[tuple[tuple[int, int, int], Layout], None] = {}
     for cluster, multicast in WAVE_GRIDS:
