@@ -79,6 +79,7 @@ __all__ = [
     "TileCost",
     "candidates",
     "choose_tile",
+    "cluster_grid",
     "parts_in_step",
     "predict",
     "preferred_schedule",
@@ -377,6 +378,12 @@ def tile_layout(
     return next((lay for lay in layouts if swapped_cost((bm, bn, bk), costs, lay) is not None), None)
 
 
+def cluster_grid(cluster: int, multicast: str) -> tuple[int, int]:
+    """A cluster's CTAs as a ``grid_m x grid_n`` grid: CTAs of a grid row share A's rows, those of a grid column
+    B's columns (``"b"``: a column of ``cluster``, ``"a"``: a row, ``"ab"``: ``2 x cluster/2``)."""
+    return {"b": (cluster, 1), "a": (1, cluster), "ab": (2, cluster // 2)}[multicast]
+
+
 @dataclass(frozen=True)
 class Layout:
     """How a workgroup's CTAs share its macro tile on the wgmma path: ``cluster`` CTAs that share ``multicast``
@@ -432,7 +439,7 @@ def wave_layouts(
     for cluster, multicast in WAVE_GRIDS:
         if cluster not in resident:
             continue
-        grid_m, grid_n = {"a": (1, cluster), "b": (cluster, 1), "ab": (2, cluster // 2)}[multicast]
+        grid_m, grid_n = cluster_grid(cluster, multicast)
         bn = WAVE_CTA_COLUMNS * grid_n
         t_n = -(-n // bn)
         for w in waves:

@@ -86,7 +86,7 @@ import sympy
 
 from ctgraph import control as C
 from ctgraph.expr import Mod
-from ctgraph.tiles import tile_layout
+from ctgraph.tiles import cluster_grid, tile_layout
 
 from .codegen import _Codegen
 from .options import CLUSTERS, CudaOptions
@@ -205,8 +205,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         raise errors[0]
     bm, bn, bk = macro_tile
     cluster = opts.cluster
-    # the cluster's CTAs as a CLUSTER_M x CLUSTER_N grid: CTAs of a grid row share A's rows, of a column B's columns
-    cm, cn = {"b": (cluster, 1), "a": (1, cluster), "ab": (2, cluster // 2)}[opts.multicast]
+    cm, cn = cluster_grid(cluster, opts.multicast)  # CLUSTER_M x CLUSTER_N CTAs
     cta_m, cta_n = bm // cm, bn // cn
     swap = cta_m % 64 != 0 if opts.swap is None else opts.swap
     # wgmma's 64-row side (a warpgroup each) and its N side: (m, n), or (n, m) when swapped
