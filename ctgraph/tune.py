@@ -134,11 +134,10 @@ def _search_layouts(
     for tile, layout in wave_layouts(m, n):
         g = ctgraph.gemm(m, n, k, macro_tile=tile)
         seconds = _time_policies(g, [BY_NAME[p] for p in LAYOUT_POLICIES], A, B, D, layout.options())
-        timed[f"{tile_name(tile)} {layout.name}"] = (tile, layout, seconds)
+        timed[f"{tile_name(tile)} {layout.name}"] = (tile_name(tile), layout, seconds)
     tried = {name: min(s.values()) for name, (_, _, s) in timed.items()}
     fastest = min(tried, key=tried.__getitem__, default=None)
-    kept = timed[fastest] if fastest is not None and tried[fastest] <= TILE_MARGIN * best else None
-    return (None if kept is None else (tile_name(kept[0]), kept[1], kept[2])), tried
+    return (timed[fastest] if fastest is not None and tried[fastest] <= TILE_MARGIN * best else None), tried
 
 
 def tune(
@@ -177,7 +176,7 @@ def tune(
         else:
             tile = tile_name(choose_tile(m, n, k) if macro_tile == "auto" else macro_tile)
         seconds = dict(old["seconds"]) if old is not None and old.get("tile", tile) == tile else {}
-        layout = old.get("layout") if old is not None and old.get("tile") == tile else None
+        layout = Layout.parse(old["layout"]) if old is not None and "layout" in old and old["tile"] == tile else None
         missing = [p for p in POLICIES if p.name not in seconds]
         searched_all = old is not None and (not tiles or "tiles" in old) and (not layouts or "layouts" in old)
         if old is not None and seconds and not missing and searched_all:
@@ -196,18 +195,17 @@ def tune(
                 seconds = _time_policies(g, [BY_NAME[p] for p in TILE_POLICIES], A, B, D)
             kept, tried = _search_layouts(m, n, k, min(seconds.values()), A, B, D)
             if kept is not None:
-                tile, kept_layout, seconds = kept
-                layout = kept_layout.name
+                tile, layout, seconds = kept
         missing = [p for p in POLICIES if p.name not in seconds]
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
-        seconds |= _time_policies(g, missing, A, B, D, Layout.parse(layout).options() if layout else None)
+        seconds |= _time_policies(g, missing, A, B, D, layout.options() if layout else None)
         best = min(seconds, key=lambda name: seconds[name])
         row = {"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": seconds}
         row |= {"tiles": searched} if searched is not None else {}
-        row |= ({"layout": layout} if layout else {}) | ({"layouts": tried} if tried is not None else {})
+        row |= ({"layout": layout.name} if layout else {}) | ({"layouts": tried} if tried is not None else {})
         rows.append(row)
         if progress:
-            on = f" on {layout}" if layout else ""
+            on = f" on {layout.name}" if layout else ""
             print(f"{m}x{n}x{k}: {tile}{on} {best} ({2 * m * n * k / seconds[best] / 1e12:.0f} TF)", flush=True)
     if update is not None:
         table = update.updated(rows)
