@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .gemm import _positive_int, check_problem
+from .gemm import check_problem, positive_int
 from .passes import TAKES_SPLIT, TRANSFORMS
 from .policy import tile_name
 
@@ -112,7 +112,7 @@ def run_bench(
     raster: int | None = None,
     rounds: int = 1,
 ) -> list[dict[str, Any]]:
-    rounds = _positive_int("rounds", rounds)
+    rounds = positive_int("rounds", rounds)
     import torch
 
     import ctgraph

@@ -27,7 +27,7 @@ from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
 from .policy import auto_tile
 
-__all__ = ["DTYPES", "GemmProblem", "gemm"]
+__all__ = ["DTYPES", "GemmProblem", "gemm", "positive_int"]
 
 DTYPES = ("float16", "float32")
 
@@ -49,7 +49,8 @@ class GemmProblem:
         return -(-self.m // bm), -(-self.n // bn), -(-self.k // bk)
 
 
-def _positive_int(name: str, value: object) -> int:
+def positive_int(name: str, value: object) -> int:
+    """``value`` as an int where it is a positive integer (not a bool), else a ``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if value < 1:
@@ -66,13 +67,13 @@ def _dtype_name(dtype: object) -> str:
 
 def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: object) -> GemmProblem:
     """Validate ``gemm``'s arguments; ``ValueError`` names the argument and what is allowed."""
-    m_, n_, k_ = (_positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
+    m_, n_, k_ = (positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
     if isinstance(macro_tile, str) and macro_tile == "auto":
         macro_tile = auto_tile(m_, n_, k_, _dtype_name(dtype))
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:
         raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK) or 'auto', got {macro_tile!r}")
     entries: list[object] = list(macro_tile)  # type: ignore[call-overload]
-    bm, bn, bk = (_positive_int(f"macro_tile[{i}]", v) for i, v in enumerate(entries))
+    bm, bn, bk = (positive_int(f"macro_tile[{i}]", v) for i, v in enumerate(entries))
     return GemmProblem(m_, n_, k_, macro_tile=(bm, bn, bk), dtype=_dtype_name(dtype))
 
 
