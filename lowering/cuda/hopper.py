@@ -73,7 +73,9 @@ MN-major (``imm-trans-a = 1``), and all ``CTA_M`` rows of the A stage as its B o
 side is ``CTA_M``, any multiple of 8 up to 256 (cuBLAS's layout for row-major operands). Warp ``w`` of the
 consumers then holds columns ``16w + lane/4 (+8)`` and element pairs ``(e, e+1)`` two adjacent rows
 ``8*(e/4) + 2*(lane%4)``: the epilogue writes them transposed with ``stmatrix .trans`` into boxes of
-``D_ROWS`` rows x 64 columns (``D_ROWS`` divides ``CTA_M``). The A stage is padded to 1024 bytes so that B's
+64 rows x 64 columns and, where ``CTA_M`` is not a multiple of 64, a last box of its ``D_TAIL = CTA_M % 64``
+rows (a second tensor map, ``tmDt``; boxes of the largest row count dividing ``CTA_M`` made 29 boxes of 8 rows
+of a 232-row CTA, whose epilogue then took ~4 us more, H100). The A stage is padded to 1024 bytes so that B's
 swizzle atoms stay aligned; ``STAGE_BYTES`` counts only the boxes.
 """
 
@@ -269,8 +271,10 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "FIX_EA": fix_a,
         "FIX_EB": fix_b,
         "FIX_CHUNKS": -(-(side_n // 2) // (fix_a + fix_b)),
-        # a staged D box: 64 columns x D_ROWS rows (swapped: the most, up to 64, that divide a CTA's rows)
-        "D_ROWS": max(r for r in range(8, 65, 8) if cta_m % r == 0),
+        # a staged D box: 64 columns x D_ROWS rows; swapped, a CTA's rows that are not a multiple of 64 end in
+        # a box of D_TAIL rows, stored through a second tensor map (tmDt)
+        "D_ROWS": min(64, cta_m),
+        "D_TAIL": cta_m % min(64, cta_m),
         "D_STAGE": 64 * 64,  # halves of one staging buffer
         "D_BUFFERS": D_BUFFERS,
         "R_PIECES": consumers * (side_n // 2) // 4,  # CTAs of the reduction kernel per CTA of a workgroup
@@ -336,7 +340,8 @@ class HopperCodegen(_Codegen):
         w("    const float alpha, const float beta, float* __restrict__ workspace, unsigned* __restrict__ flags,")
         w(f"    {self._params()},")
         w("    const __grid_constant__ ctg::TensorMap tmA, const __grid_constant__ ctg::TensorMap tmB,")
-        w("    const __grid_constant__ ctg::TensorMap tmD)")
+        tail = ", const __grid_constant__ ctg::TensorMap tmDt" if self.L["D_TAIL"] else ""
+        w(f"    const __grid_constant__ ctg::TensorMap tmD{tail})")
         w("{")
         w.depth += 1
         w("using namespace ctg;")
@@ -371,7 +376,7 @@ class HopperCodegen(_Codegen):
             w("const unsigned turn_ = empty_ + STAGES * 8;")
         self.templates.add("prefetch_tensormap")
         w.open("if (threadIdx.x == 0)")
-        maps = ("tmA", "tmB", "tmD") if stores else ("tmA", "tmB")
+        maps = ("tmA", "tmB", "tmD", "tmDt")[: (3 + bool(self.L["D_TAIL"])) if stores else 2]
         w(" ".join(f"prefetch_tensormap(&{m});" for m in maps) + "  // fetched while the barriers are set up")
         w.open("for (int s_ = 0; s_ < STAGES; ++s_)")
         w("mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)")
@@ -710,9 +715,12 @@ class HopperCodegen(_Codegen):
         w.open("")
         w("const int wgi_ = tid_ >> 7, bar_ = 2 + wg_;  // this warpgroup's rows (columns, swapped) and named barrier")
         di, dj = " + cta_m_ * CTA_M", " + cta_n_ * CTA_N"  # the CTA's offset in the macro tile
-        if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows
+        tmap = "&tmD"
+        if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows (the last: D_TAIL)
             w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * wgi_;")
             boxes, origin = "CTA_M / D_ROWS", "j0_, i0_ + D_ROWS * c_"
+            if self.L["D_TAIL"]:
+                boxes, tmap = boxes + " + 1", "c_ < CTA_M / D_ROWS ? &tmD : &tmDt"
         else:  # this warpgroup's 64 rows, in boxes of 64 columns
             w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * wgi_, j0_ = {self.cxx(col0)}{dj};")
             boxes, origin = "CTA_N / 64", "j0_ + 64 * c_, i0_"
@@ -732,7 +740,7 @@ class HopperCodegen(_Codegen):
         w("fence_proxy_async();  // the box is visible to TMA")
         w("bar_sync(bar_, 128);")
         w.open("if ((tid_ & 127) == 0)")
-        w(f"tma_store_2d(&tmD, buf_, {origin});")
+        w(f"tma_store_2d({tmap}, buf_, {origin});")
         w("bulk_commit();")
         w.close()
         w.close()
@@ -767,14 +775,16 @@ class HopperCodegen(_Codegen):
         w.close()
 
     def _stage_box_swapped(self, node: C.Epilogue | None, row: str, col: str) -> None:
-        """The swapped layout's box ``c_``: rows ``D_ROWS*c_ ..`` of this warpgroup's 64 columns. Each 8-row
+        """The swapped layout's box ``c_``: rows ``D_ROWS*c_ ..`` of this warpgroup's 64 columns (``D_ROWS`` of
+        them, ``D_TAIL`` in the last box of a CTA whose rows are not a multiple of 64). Each 8-row
         block is two 8 x 8 matrices of the D^T fragment (accumulators ``4q .. 4q+3``: columns ``16w ..`` and
         ``16w + 8 ..``), stored transposed by one ``stmatrix``: thread ``8i + j`` addresses row ``j`` of
         matrix ``i``, 16-byte unit ``2w + i`` of its 128-byte row, swizzled as in :meth:`_stage_box`."""
         w = self.w
         self.templates.add("stmatrix_x2_trans")
         w("#pragma unroll")
-        w.open("for (int q_ = 0; q_ < D_ROWS / 8; ++q_)")
+        rows = "(c_ < CTA_M / D_ROWS ? D_ROWS : D_TAIL)" if self.L["D_TAIL"] else "D_ROWS"
+        w.open(f"for (int q_ = 0; q_ < {rows} / 8; ++q_)")
         w("float v_[4];")
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 4; ++x_)")

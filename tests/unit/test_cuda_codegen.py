@@ -369,7 +369,7 @@ def test_swapped_layout_refuses_tiles_it_cannot_run(tile, options):
 )
 def test_swapped_layout(tile, options, ctas):
     """D^T = B^T A^T: one consumer warpgroup per 64 columns, wgmma's N side along the CTA's rows, an A stage
-    padded to whole 1024-byte swizzle atoms, D boxes of rows that divide the CTA's."""
+    padded to whole 1024-byte swizzle atoms, D in boxes of 64 rows and a last box of the rest."""
     L = hopper_layout(tile, "float16", CudaOptions(mainloop="wgmma", **options))
     assert L["SWAP"] == 1 and (L["CTA_M"], L["CTA_N"]) == ctas
     assert L["CONSUMERS"] == ctas[1] // 64 and L["NACC"] == ctas[0] // 2
@@ -377,7 +377,7 @@ def test_swapped_layout(tile, options, ctas):
     shares = L["CLUSTER_N"] * L["A_SHARE"]  # A's rows as the stage receives them: the last share may overlap
     assert L["A_SHARE"] % 8 == 0 and ctas[0] <= shares < ctas[0] + 8 * L["CLUSTER_N"]
     assert L["STAGE_BYTES"] == (shares + ctas[1]) * tile[2] * 2
-    assert ctas[0] % L["D_ROWS"] == 0 and L["D_ROWS"] % 8 == 0
+    assert L["D_ROWS"] == min(64, ctas[0]) and L["D_TAIL"] == ctas[0] % L["D_ROWS"] and L["D_TAIL"] % 8 == 0
     assert (
         (L["FIX_CHUNKS"] - 1) * (L["FIX_EA"] + L["FIX_EB"]) < L["NACC"] <= L["FIX_CHUNKS"] * (L["FIX_EA"] + L["FIX_EB"])
     )
