@@ -175,7 +175,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     update = TuningTable.from_json(Path(args.update).read_text()) if args.update else None
     out = Path(args.out) if args.out else None
-    tune(read_shapes(args.shapes), macro_tile=args.tile, out=out, update=update, tiles=args.tiles, layouts=args.layouts)
+    tune(
+        read_shapes(args.shapes),
+        macro_tile=args.tile,
+        out=out,
+        update=update,
+        tiles=args.tiles,
+        layouts=args.layouts,
+        recheck_within=args.recheck,
+    )
     return 0
 
 
@@ -260,6 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--layouts",
         action="store_true",
         help="also time swapped tiles fitted to whole waves on cuBLAS's cluster layouts and keep one that is faster",
+    )
+    p.add_argument(
+        "--recheck",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="after a kernel change: time a searched row's tile again, with the tiles and layouts it searched that "
+        "came within R times its best (e.g. 1.1), and keep the fastest",
     )
     p.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)

@@ -23,6 +23,10 @@ tile by :data:`TILE_MARGIN`, takes its tile and its layout (``"layout"``, :class
 the other policies are then timed. The wgmma path runs a row's tile on the row's layout where the caller leaves
 the layout open (:func:`ctgraph.policy.auto_layout`); a row with ``"layouts"`` is never re-searched by
 ``--update``.
+
+**Recheck** (``--recheck R``, after a change of the kernels): a searched row's tile, and every tile and layout it
+searched whose best time was within ``R`` times the row's best, are timed again (:func:`recheck`); the row keeps
+the fastest where it beats the row's own by :data:`TILE_MARGIN`, and every policy is timed again on what it keeps.
 """
 
 from __future__ import annotations
@@ -45,7 +49,16 @@ from .policy import (
 )
 from .tiles import Layout, choose_tile, ranked_tiles, wave_layouts
 
-__all__ = ["LAYOUT_POLICIES", "TILE_MARGIN", "TILE_POLICIES", "pick_tile", "time_policy", "tune"]
+__all__ = [
+    "LAYOUT_POLICIES",
+    "TILE_MARGIN",
+    "TILE_POLICIES",
+    "near_candidates",
+    "pick_tile",
+    "recheck",
+    "time_policy",
+    "tune",
+]
 
 # the policies every candidate tile is timed under: in the H100 table before tile search (9468c49) the best of
 # them was within 3% of the best of all ten policies on 118 of its 128 shapes (the fastest outright on 74)
@@ -140,6 +153,49 @@ def _search_layouts(
     return (timed[fastest] if fastest is not None and tried[fastest] <= TILE_MARGIN * best else None), tried
 
 
+def near_candidates(row: dict[str, Any], ratio: float) -> list[tuple[str, Layout | None]]:
+    """A searched row's own ``(tile, layout)`` and each tile (layout None) and layout it searched whose best time was
+    within ``ratio`` times the row's best, in a fixed order: what :func:`recheck` times."""
+    best = min(row["seconds"].values())
+    near: set[tuple[str, Layout | None]] = {(row["tile"], Layout.parse(row["layout"]) if "layout" in row else None)}
+    near |= {(t, None) for t, secs in row.get("tiles", {}).items() if secs <= ratio * best}
+    for name, secs in row.get("layouts", {}).items():
+        tile, layout = name.split()
+        if secs <= ratio * best:
+            near.add((tile, Layout.parse(layout)))
+    return sorted(near, key=lambda c: (c[0], c[1].name if c[1] else ""))
+
+
+def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[str, Any]:
+    """A searched table row (``"tiles"`` or ``"layouts"``) timed again: its tile and layout, and each tile (under
+    :data:`TILE_POLICIES`) and layout (under :data:`LAYOUT_POLICIES`) it searched whose best was within ``ratio``
+    times the row's best (:func:`near_candidates`; a tile equal to the row's own runs on the row's layout, as
+    ``macro_tile="auto"`` runs it, :func:`lowering.cuda.with_tuned_layout`). Their new bests replace the old in
+    ``"tiles"`` and ``"layouts"``; the row keeps the fastest where it beats its own tile and layout by
+    :data:`TILE_MARGIN`, with every policy timed on it."""
+    import ctgraph
+
+    m, n, k = old["m"], old["n"], old["k"]
+    own = (old["tile"], Layout.parse(old["layout"]) if "layout" in old else None)
+    timed = {}
+    for tile, layout in near_candidates(old, ratio):
+        g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
+        policies = [BY_NAME[p] for p in (LAYOUT_POLICIES if layout else TILE_POLICIES)]
+        timed[tile, layout] = min(_time_policies(g, policies, A, B, D, layout.options() if layout else None).values())
+    fastest = min(timed, key=timed.__getitem__)
+    tile, layout = fastest if timed[fastest] <= TILE_MARGIN * timed[own] else own
+    g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
+    seconds = _time_policies(g, list(POLICIES), A, B, D, layout.options() if layout else None)
+    row = {"m": m, "n": n, "k": k, "dtype": old["dtype"], "tile": tile, "best": min(seconds, key=seconds.__getitem__)}
+    row |= {"seconds": seconds}
+    if "tiles" in old:
+        row["tiles"] = old["tiles"] | {t: secs for (t, lay), secs in timed.items() if lay is None}
+    row |= {"layout": layout.name} if layout else {}
+    if "layouts" in old:
+        row["layouts"] = old["layouts"] | {f"{t} {lay.name}": secs for (t, lay), secs in timed.items() if lay}
+    return row
+
+
 def tune(
     shapes: list[tuple[int, int, int]],
     macro_tile: tuple[int, int, int] | str = "auto",
@@ -148,14 +204,23 @@ def tune(
     update: TuningTable | None = None,
     tiles: int = 0,
     layouts: bool = False,
+    recheck_within: float = 0.0,
 ) -> TuningTable:
     """Time the policies (and with ``tiles``, the first ``tiles`` candidate tiles; with ``layouts``, the wave
-    layouts) on each shape; see the module."""
+    layouts; with ``recheck_within``, a searched row's near candidates again, :func:`recheck`) on each shape; see
+    the module."""
     if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 0:
         raise ValueError(f"tiles must be a count of candidate tiles to time (0: the model's tile only), got {tiles!r}")
     if not isinstance(layouts, bool):
         raise ValueError(f"layouts must be True (search the wave layouts) or False, got {layouts!r}")
-    for name, given in (("tiles", tiles), ("layouts", layouts)):
+    if (
+        isinstance(recheck_within, bool)
+        or not isinstance(recheck_within, (int, float))
+        or not (recheck_within == 0 or 1 <= recheck_within <= 2)
+    ):
+        want = "a ratio to the row's best time, 1 to 2 (e.g. 1.1), or 0 (no recheck)"
+        raise ValueError(f"recheck_within must be {want}, got {recheck_within!r}")
+    for name, given in (("tiles", tiles), ("layouts", layouts), ("recheck_within", recheck_within)):
         if given and macro_tile != "auto":
             raise ValueError(f"{name}: a tile search needs macro_tile='auto', got {macro_tile!r}")
     import torch
@@ -179,11 +244,20 @@ def tune(
         layout = Layout.parse(old["layout"]) if old is not None and "layout" in old and old["tile"] == tile else None
         missing = [p for p in POLICIES if p.name not in seconds]
         searched_all = old is not None and (not tiles or "tiles" in old) and (not layouts or "layouts" in old)
-        if old is not None and seconds and not missing and searched_all:
+        rechecked = old if recheck_within and old is not None and ("tiles" in old or "layouts" in old) else None
+        if old is not None and seconds and not missing and searched_all and rechecked is None:
             continue
         A = torch.randn(m, k, device="cuda", dtype=torch.float16)
         B = torch.randn(k, n, device="cuda", dtype=torch.float16)
         D = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        if rechecked is not None:
+            rows.append(row := recheck(rechecked, recheck_within, A, B, D))
+            if progress:
+                on = f" on {row['layout']}" if "layout" in row else ""
+                same = (row["tile"], row.get("layout")) == (tile, rechecked.get("layout"))
+                was = "" if same else f" (was {tile}{' on ' + rechecked['layout'] if 'layout' in rechecked else ''})"
+                print(f"{m}x{n}x{k}: rechecked, {row['tile']}{on}{was} {row['best']}", flush=True)
+            continue
         searched = old.get("tiles") if old is not None else None
         if tiles and searched is None:
             tile, seconds, searched = _search(m, n, k, tiles, A, B, D)

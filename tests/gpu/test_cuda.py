@@ -492,6 +492,31 @@ def test_tune_tiles_searches_candidate_tiles_and_auto_takes_the_fastest(tmp_path
         tune([(64, 64, 64)], macro_tile=(64, 64, 64), tiles=2, progress=False)
 
 
+def test_tune_recheck_times_a_searched_rows_near_candidates_again(tmp_path, monkeypatch, request):
+    """``tune --recheck R``: a searched row's own tile and the candidates within ``R`` of its best are timed again
+    (their entries replaced), the others keep their times; the kept tile beats the row's own by the margin or is
+    it, and every policy is timed on it."""
+    from ctgraph.policy import POLICIES, load_table, select
+    from ctgraph.tune import TILE_MARGIN, tune
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    for cache in (load_table, select):
+        cache.cache_clear()
+        request.addfinalizer(cache.cache_clear)
+    shape = (300, 200, 640)
+    table = tune([shape], tiles=3, progress=False)
+    row = table.rows[0]
+    best = min(row["seconds"].values())
+    near, far = [t for t in row["tiles"] if t != row["tile"]][:2]
+    fake = {near: best * 1.2 + 1.23e-9, far: 10.0}  # times no kernel takes: a re-timed entry replaces its value
+    table = table.updated([dict(row, tiles=row["tiles"] | fake)])
+    again = tune([shape], update=table, recheck_within=1.5, progress=False).rows[0]
+    assert again["tiles"][far] == 10.0 and again["tiles"][near] != fake[near]
+    assert again["tile"] in (row["tile"], near) and set(again["seconds"]) == {p.name for p in POLICIES}
+    if again["tile"] != row["tile"]:
+        assert again["tiles"][again["tile"]] <= TILE_MARGIN * again["tiles"][row["tile"]]
+
+
 def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path, monkeypatch, request):
     """``tune --layouts``: every wave layout is timed; where one is kept, ``macro_tile="auto"`` and ``transform="auto"``
     run the row's tile on it, and give the right answer; a layout row written by hand runs the same way."""

@@ -293,3 +293,8 @@ def test_tune_rejects_a_bad_tile_count_before_any_work():
         tune([(64, 64, 64)], layouts=2)
     with pytest.raises(ValueError, match="layouts: a tile search needs macro_tile='auto'"):
         tune([(64, 64, 64)], macro_tile=(64, 64, 64), layouts=True)
+    for bad in (-1, True, 0.5, 3, "1.1"):
+        with pytest.raises(ValueError, match="recheck_within must be a ratio to the row's best time"):
+            tune([(64, 64, 64)], recheck_within=bad)
+    with pytest.raises(ValueError, match="recheck_within: a tile search needs macro_tile='auto'"):
+        tune([(64, 64, 64)], macro_tile=(64, 64, 64), recheck_within=1.1)
