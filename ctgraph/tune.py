@@ -100,6 +100,22 @@ def time_policy(
     return _kernel_time(run, reps=10), kern.workgroups
 
 
+def _row(
+    m: int,
+    n: int,
+    k: int,
+    tile: str,
+    seconds: dict[str, float],
+    tiles: dict[str, float] | None,
+    layout: Layout | None,
+    layouts: dict[str, float] | None,
+) -> dict[str, Any]:
+    """A table row: the shape's tile, each policy's seconds and the fastest, and what a search recorded."""
+    row = {"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": min(seconds, key=seconds.__getitem__)}
+    row |= {"seconds": seconds} | ({"tiles": tiles} if tiles is not None else {})
+    return row | ({"layout": layout.name} if layout else {}) | ({"layouts": layouts} if layouts is not None else {})
+
+
 def pick_tile(model_tile: str, best: dict[str, float]) -> str:
     """The tile a search keeps, from each tried tile's best seconds: the fastest, where it beats the model's
     own tile (``model_tile``) by :data:`TILE_MARGIN`, else the model's."""
@@ -186,14 +202,11 @@ def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[s
     tile, layout = fastest if timed[fastest] <= TILE_MARGIN * timed[own] else own
     g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
     seconds = _time_policies(g, list(POLICIES), A, B, D, layout.options() if layout else None)
-    row = {"m": m, "n": n, "k": k, "dtype": old["dtype"], "tile": tile, "best": min(seconds, key=seconds.__getitem__)}
-    row |= {"seconds": seconds}
-    if "tiles" in old:
-        row["tiles"] = old["tiles"] | {t: secs for (t, lay), secs in timed.items() if lay is None}
-    row |= {"layout": layout.name} if layout else {}
-    if "layouts" in old:
-        row["layouts"] = old["layouts"] | {f"{t} {lay.name}": secs for (t, lay), secs in timed.items() if lay}
-    return row
+    tiles = old["tiles"] | {t: secs for (t, lay), secs in timed.items() if lay is None} if "tiles" in old else None
+    layouts = (
+        old["layouts"] | {f"{t} {lay.name}": s for (t, lay), s in timed.items() if lay} if "layouts" in old else None
+    )
+    return _row(m, n, k, tile, seconds, tiles, layout, layouts)
 
 
 def tune(
@@ -273,13 +286,9 @@ def tune(
         missing = [p for p in POLICIES if p.name not in seconds]
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
         seconds |= _time_policies(g, missing, A, B, D, layout.options() if layout else None)
-        best = min(seconds, key=lambda name: seconds[name])
-        row = {"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": best, "seconds": seconds}
-        row |= {"tiles": searched} if searched is not None else {}
-        row |= ({"layout": layout.name} if layout else {}) | ({"layouts": tried} if tried is not None else {})
-        rows.append(row)
+        rows.append(row := _row(m, n, k, tile, seconds, searched, layout, tried))
         if progress:
-            on = f" on {layout.name}" if layout else ""
+            on, best = f" on {layout.name}" if layout else "", row["best"]
             print(f"{m}x{n}x{k}: {tile}{on} {best} ({2 * m * n * k / seconds[best] / 1e12:.0f} TF)", flush=True)
     if update is not None:
         table = update.updated(rows)
