@@ -412,20 +412,24 @@ class Layout:
         return {"cluster": self.cluster, "multicast": self.multicast, "swap": self.swap}
 
 
-# cuBLAS's cluster layouts for mid-size GEMMs (docs/bench/cublas-kernels.txt, in our orientation): 2 CTAs along n
-# that share A, 2 along m that share B, a 2 x 4 grid that shares both
-WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (8, "ab"))
-WAVE_CTA_COLUMNS = 128  # a CTA's columns: two swapped consumer warpgroups of 64
+# cuBLAS's cluster layouts for mid-size GEMMs (docs/bench/cublas-kernels.txt, in our orientation): 2 or 4 CTAs along n
+# that share A, 2 or 4 along m that share B, a 2 x 4 grid that shares both
+WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"))
+# a CTA's columns: one or two swapped consumer warpgroups of 64. NOTE: cuBLAS runs CTAs of 64 columns on most
+# corpus shapes of m or n under 600 (nvjet 64xN); on the H100 (2026-11-25) they took 176x4080x3376 from 0.86x to
+# 1.04x cuBLAS and 136x3768x5696 from 0.77x to 0.86x, and 4 CTAs that share A 144x2680x1640 from 0.74x to 0.90x
+# (docs/bench/wave64-probes.txt).
+WAVE_CTA_COLUMNS: tuple[int, ...] = (64, 128)
 
 
 def wave_layouts(
     m: int, n: int, waves: tuple[int, ...] = (1, 2), sms: int = 132, costs: tuple[TileCost, ...] = H100 + REFERENCES
 ) -> list[tuple[tuple[int, int, int], Layout]]:
-    """Swapped tiles of ``128``-column CTAs on each of :data:`WAVE_GRIDS` (``grid_m x grid_n`` CTAs), their rows
-    fitted to ``m`` so that the tiles make ``w`` whole waves of the clusters the GPU holds at once (``R``, from
-    ``costs``), for each ``w`` of ``waves``::
+    """Swapped tiles of CTAs of ``c`` columns (each of :data:`WAVE_CTA_COLUMNS`) on each of :data:`WAVE_GRIDS`
+    (``grid_m x grid_n`` CTAs), their rows fitted to ``m`` so that the tiles make ``w`` whole waves of the clusters the
+    GPU holds at once (``R``, from ``costs``), for each ``w`` of ``waves``::
 
-        tiles along n:   t_n = ceil(n / (128 * grid_n))
+        tiles along n:   t_n = ceil(n / (c * grid_n))
         rows of tiles:   t_m = max(1, floor(w * R / t_n))
         BM             = grid_m * 8 * ceil(m / (8 * grid_m * t_m))      (CTAs of a multiple of 8 rows, <= 256)
 
@@ -440,13 +444,13 @@ def wave_layouts(
         if cluster not in resident:
             continue
         grid_m, grid_n = cluster_grid(cluster, multicast)
-        bn = WAVE_CTA_COLUMNS * grid_n
-        t_n = -(-n // bn)
-        for w in waves:
-            t_m = max(1, w * resident[cluster] // t_n)
-            bm = max(grid_m * 8 * -(-m // (8 * grid_m * t_m)), grid_m * 32)
-            if bm // grid_m <= 256:
-                out[(bm, bn, 64), Layout(cluster, multicast, True)] = None
+        for bn in (columns * grid_n for columns in WAVE_CTA_COLUMNS):
+            t_n = -(-n // bn)
+            for w in waves:
+                t_m = max(1, w * resident[cluster] // t_n)
+                bm = max(grid_m * 8 * -(-m // (8 * grid_m * t_m)), grid_m * 32)
+                if bm // grid_m <= 256:
+                    out[(bm, bn, 64), Layout(cluster, multicast, True)] = None
     return list(out)
 
 

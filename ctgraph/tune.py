@@ -21,8 +21,9 @@ cuBLAS's cluster layouts (:func:`ctgraph.tiles.wave_layouts`, which the tile mod
 :data:`LAYOUT_POLICIES`; the row records each one's best time (``"layouts"``) and, where the fastest beats the row's
 tile by :data:`TILE_MARGIN`, takes its tile and its layout (``"layout"``, :class:`ctgraph.tiles.Layout`), on which
 the other policies are then timed. The wgmma path runs a row's tile on the row's layout where the caller leaves
-the layout open (:func:`ctgraph.policy.auto_layout`); a row with ``"layouts"`` is never re-searched by
-``--update``.
+the layout open (:func:`ctgraph.policy.auto_layout`). ``--update --layouts`` searches a row with ``"layouts"`` again
+only for the wave layouts it has no time for (:func:`untried_layouts`: those added to the search since), against
+the row's tile and layout.
 
 **Recheck** (``--recheck R``, after a change of the kernels): a searched row's tile, and every tile and layout it
 searched whose best time was within ``R`` times the row's best, are timed again (:func:`recheck`); the row keeps
@@ -53,11 +54,14 @@ __all__ = [
     "LAYOUT_POLICIES",
     "TILE_MARGIN",
     "TILE_POLICIES",
+    "layout_key",
     "near_candidates",
+    "parse_layout_key",
     "pick_tile",
     "recheck",
     "time_policy",
     "tune",
+    "untried_layouts",
 ]
 
 # the policies every candidate tile is timed under: in the H100 table before tile search (9468c49) the best of
@@ -151,22 +155,40 @@ def _search(
     return kept, seconds[kept], best
 
 
+def layout_key(tile: str, layout: Layout) -> str:
+    """A searched layout's key in a row's ``"layouts"``: ``"160x256x64 2a/swap"`` (:func:`parse_layout_key`)."""
+    return f"{tile} {layout.name}"
+
+
+def parse_layout_key(key: str) -> tuple[str, Layout]:
+    """``(tile, layout)`` of a key :func:`layout_key` wrote."""
+    tile, name = key.split()
+    return tile, Layout.parse(name)
+
+
+def untried_layouts(m: int, n: int, tried: dict[str, float] | None) -> list[tuple[str, Layout]]:
+    """The wave layouts (:func:`ctgraph.tiles.wave_layouts`) of ``m x n`` that a row's ``"layouts"`` has no time for:
+    all of them for a row never searched, the new ones for a row searched before they were added."""
+    fitted = ((tile_name(tile), layout) for tile, layout in wave_layouts(m, n))
+    return [(tile, layout) for tile, layout in fitted if layout_key(tile, layout) not in (tried or {})]
+
+
 def _search_layouts(
-    m: int, n: int, k: int, best: float, A: Any, B: Any, D: Any
+    m: int, n: int, k: int, best: float, A: Any, B: Any, D: Any, tried: dict[str, float] | None = None
 ) -> tuple[tuple[str, Layout, dict[str, float]] | None, dict[str, float]]:
-    """Time :func:`ctgraph.tiles.wave_layouts` under :data:`LAYOUT_POLICIES`: ``(kept (tile, layout, its policies'
-    seconds) or None, each "tile layout"'s best seconds)``; one is kept where it beats ``best`` (the row's
-    tile) by :data:`TILE_MARGIN`."""
+    """Time the wave layouts ``tried`` has no time for (:func:`untried_layouts`) under :data:`LAYOUT_POLICIES`:
+    ``(kept (tile, layout, its policies' seconds) or None, ``tried`` and each new "tile layout"'s best seconds)``;
+    one is kept where it beats ``best`` (the row's tile and layout) by :data:`TILE_MARGIN`."""
     import ctgraph
 
     timed = {}
-    for tile, layout in wave_layouts(m, n):
-        g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    for tile, layout in untried_layouts(m, n, tried):
+        g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
         seconds = _time_policies(g, [BY_NAME[p] for p in LAYOUT_POLICIES], A, B, D, layout.options())
-        timed[f"{tile_name(tile)} {layout.name}"] = (tile_name(tile), layout, seconds)
-    tried = {name: min(s.values()) for name, (_, _, s) in timed.items()}
-    fastest = min(tried, key=tried.__getitem__, default=None)
-    return (timed[fastest] if fastest is not None and tried[fastest] <= TILE_MARGIN * best else None), tried
+        timed[layout_key(tile, layout)] = (tile, layout, seconds)
+    new = {name: min(s.values()) for name, (_, _, s) in timed.items()}
+    fastest = min(new, key=new.__getitem__, default=None)
+    return (timed[fastest] if fastest is not None and new[fastest] <= TILE_MARGIN * best else None), (tried or {}) | new
 
 
 def near_candidates(row: dict[str, Any], ratio: float) -> list[tuple[str, Layout | None]]:
@@ -175,10 +197,7 @@ def near_candidates(row: dict[str, Any], ratio: float) -> list[tuple[str, Layout
     best = min(row["seconds"].values())
     near: set[tuple[str, Layout | None]] = {(row["tile"], Layout.parse(row["layout"]) if "layout" in row else None)}
     near |= {(t, None) for t, secs in row.get("tiles", {}).items() if secs <= ratio * best}
-    for name, secs in row.get("layouts", {}).items():
-        tile, layout = name.split()
-        if secs <= ratio * best:
-            near.add((tile, Layout.parse(layout)))
+    near |= {parse_layout_key(key) for key, secs in row.get("layouts", {}).items() if secs <= ratio * best}
     return sorted(near, key=lambda c: (c[0], c[1].name if c[1] else ""))
 
 
@@ -204,7 +223,7 @@ def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[s
     seconds = _time_policies(g, list(POLICIES), A, B, D, layout.options() if layout else None)
     tiles = old["tiles"] | {t: secs for (t, lay), secs in timed.items() if lay is None} if "tiles" in old else None
     layouts = (
-        old["layouts"] | {f"{t} {lay.name}": s for (t, lay), s in timed.items() if lay} if "layouts" in old else None
+        old["layouts"] | {layout_key(t, lay): s for (t, lay), s in timed.items() if lay} if "layouts" in old else None
     )
     return _row(m, n, k, tile, seconds, tiles, layout, layouts)
 
@@ -256,7 +275,8 @@ def tune(
         seconds = dict(old["seconds"]) if old is not None and old.get("tile", tile) == tile else {}
         layout = Layout.parse(old["layout"]) if old is not None and "layout" in old and old["tile"] == tile else None
         missing = [p for p in POLICIES if p.name not in seconds]
-        searched_all = old is not None and (not tiles or "tiles" in old) and (not layouts or "layouts" in old)
+        untried = layouts and bool(untried_layouts(m, n, old.get("layouts") if old is not None else None))
+        searched_all = old is not None and (not tiles or "tiles" in old) and not untried
         rechecked = old if recheck_within and old is not None and ("tiles" in old or "layouts" in old) else None
         if old is not None and seconds and not missing and searched_all and rechecked is None:
             continue
@@ -276,11 +296,11 @@ def tune(
             tile, seconds, searched = _search(m, n, k, tiles, A, B, D)
             layout = None
         tried = old.get("layouts") if old is not None else None
-        if layouts and tried is None:
+        if untried:
             if not seconds:  # the row's tile before the layouts: under the policies they are timed under
                 g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
                 seconds = _time_policies(g, [BY_NAME[p] for p in TILE_POLICIES], A, B, D)
-            kept, tried = _search_layouts(m, n, k, min(seconds.values()), A, B, D)
+            kept, tried = _search_layouts(m, n, k, min(seconds.values()), A, B, D, tried)
             if kept is not None:
                 tile, layout, seconds = kept
         missing = [p for p in POLICIES if p.name not in seconds]

@@ -22,6 +22,7 @@ from ctgraph.tiles import (
     SWAP_2D_MIN_ITERATIONS,
     SWAP_2D_MIN_ROWS,
     SWAP_MIN_ITERATIONS,
+    WAVE_CTA_COLUMNS,
     WAVE_GRIDS,
     Layout,
     TileCost,
@@ -302,16 +303,16 @@ def test_layout_names_round_trip_and_bad_names_are_rejected():
 @given(st.integers(1, 9000), st.integers(1, 9000))
 def test_wave_layouts_fill_whole_waves_and_run_on_the_wgmma_path(m, n):
     """Each tile covers m in rows of tiles that, times the tiles along n, make at most w waves of resident
-    clusters; each runs on its layout (CTAs of 32-256 rows, a multiple of 8, 128 columns)."""
+    clusters; each runs on its layout (CTAs of 32-256 rows, a multiple of 8, and 64 or 128 columns)."""
     from lowering.cuda.hopper import hopper_layout
     from lowering.cuda.options import CudaOptions
 
-    resident = {2: 66, 8: 15}  # the H100's clusters of 2 and of 8 (2 x 4) at once
+    resident = {2: 66, 4: 30, 8: 15}  # the H100's clusters of 2, 4 and 8 (2 x 4) at once
     got = wave_layouts(m, n)
-    assert len(got) == len(set(got)) <= 2 * len(WAVE_GRIDS)
+    assert len(got) == len(set(got)) <= 2 * len(WAVE_GRIDS) * len(WAVE_CTA_COLUMNS)
     for (bm, bn, bk), layout in got:
         lay = hopper_layout((bm, bn, bk), "float16", CudaOptions(mainloop="wgmma", **layout.options()))
-        assert lay["SWAP"] == 1 and lay["CTA_N"] == 128 and lay["CLUSTER"] == layout.cluster
+        assert lay["SWAP"] == 1 and lay["CTA_N"] in WAVE_CTA_COLUMNS and lay["CLUSTER"] == layout.cluster
         assert 32 <= lay["CTA_M"] <= 256 and lay["CTA_M"] % 8 == 0 and bk == 64
         t_m, t_n = -(-m // bm), -(-n // bn)
         assert t_m == 1 or t_m * t_n <= 2 * resident[layout.cluster]
@@ -320,8 +321,10 @@ def test_wave_layouts_fill_whole_waves_and_run_on_the_wgmma_path(m, n):
 
 
 def test_wave_layouts_fit_the_tiles_cublas_runs():
-    """cuBLAS's kernels on three corpus shapes (docs/bench/cublas-kernels.txt, in our orientation)."""
+    """cuBLAS's kernels on five corpus shapes (docs/bench/cublas-kernels.txt, in our orientation)."""
     assert ((160, 256, 64), Layout(2, "a", True)) in wave_layouts(1408, 1664)  # nvjet 128x160 2x1
     assert ((144, 128, 64), Layout(2, "b", True)) in wave_layouts(1008, 1152)  # nvjet 128x72 1x2
     assert ((232, 256, 64), Layout(2, "a", True)) in wave_layouts(3688, 976)  # nvjet 128x232 2x1
+    assert ((88, 128, 64), Layout(2, "a", True)) in wave_layouts(176, 4080)  # nvjet 64x88 2x1
+    assert ((144, 256, 64), Layout(8, "ab", True)) in wave_layouts(144, 2680)  # nvjet 64x72 4x2
     assert wave_layouts(8192, 8192) == []  # CTAs of more than 256 rows
