@@ -415,10 +415,10 @@ class Layout:
 # cuBLAS's cluster layouts for mid-size GEMMs (docs/bench/cublas-kernels.txt, in our orientation): 2 or 4 CTAs along n
 # that share A, 2 or 4 along m that share B, a 2 x 4 grid that shares both
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"))
-# a CTA's columns: one or two swapped consumer warpgroups of 64. NOTE: cuBLAS runs CTAs of 64 columns on most
-# corpus shapes of m or n under 600 (nvjet 64xN); on the H100 (2026-11-25) they took 176x4080x3376 from 0.86x to
-# 1.04x cuBLAS and 136x3768x5696 from 0.77x to 0.86x, and 4 CTAs that share A 144x2680x1640 from 0.74x to 0.90x
-# (docs/bench/wave64-probes.txt).
+# a CTA's columns: one or two swapped consumer warpgroups of 64. NOTE: cuBLAS runs CTAs of 64 columns (nvjet 64xN)
+# on 26 of the 36 corpus shapes of m under 600, and on 12 of the 27 of n under 600; on the H100 (2026-11-25) they
+# took 176x4080x3376 from 0.86x to 1.04x cuBLAS and 136x3768x5696 from 0.77x to 0.86x, and 4 CTAs that share A
+# 144x2680x1640 from 0.74x to 0.90x (docs/bench/wave64-probes.txt).
 WAVE_CTA_COLUMNS: tuple[int, ...] = (64, 128)
 
 

@@ -177,8 +177,9 @@ def _search_layouts(
     m: int, n: int, k: int, best: float, A: Any, B: Any, D: Any, tried: dict[str, float] | None = None
 ) -> tuple[tuple[str, Layout, dict[str, float]] | None, dict[str, float]]:
     """Time the wave layouts ``tried`` has no time for (:func:`untried_layouts`) under :data:`LAYOUT_POLICIES`:
-    ``(kept (tile, layout, its policies' seconds) or None, ``tried`` and each new "tile layout"'s best seconds)``;
-    one is kept where it beats ``best`` (the row's tile and layout) by :data:`TILE_MARGIN`."""
+    ``(kept, times)``, where ``kept`` is the fastest new one as ``(tile, layout, its policies' seconds)`` where it
+    beats ``best`` (the row's tile and layout) by :data:`TILE_MARGIN`, else None, and ``times`` is ``tried`` with each
+    new ``"tile layout"``'s best seconds added."""
     import ctgraph
 
     timed = {}
