@@ -174,29 +174,33 @@ def untried_layouts(m: int, n: int, tried: dict[str, float] | None) -> list[tupl
 
 
 def _search_layouts(
-    m: int, n: int, k: int, best: float, A: Any, B: Any, D: Any, tried: dict[str, float] | None = None
+    m: int, n: int, k: int, best: float, A: Any, B: Any, D: Any, candidates: list[tuple[str, Layout]]
 ) -> tuple[tuple[str, Layout, dict[str, float]] | None, dict[str, float]]:
-    """Time the wave layouts ``tried`` has no time for (:func:`untried_layouts`) under :data:`LAYOUT_POLICIES`:
-    ``(kept, times)``, where ``kept`` is the fastest new one as ``(tile, layout, its policies' seconds)`` where it
-    beats ``best`` (the row's tile and layout) by :data:`TILE_MARGIN`, else None, and ``times`` is ``tried`` with each
-    new ``"tile layout"``'s best seconds added."""
+    """Time ``candidates`` (:func:`untried_layouts`) under :data:`LAYOUT_POLICIES`: ``(kept, times)``, where ``kept``
+    is the fastest as ``(tile, layout, its policies' seconds)`` where it beats ``best`` (the row's tile and layout) by
+    :data:`TILE_MARGIN`, else None, and ``times`` each one's best seconds by its ``"tile layout"`` key."""
     import ctgraph
 
     timed = {}
-    for tile, layout in untried_layouts(m, n, tried):
+    for tile, layout in candidates:
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
         seconds = _time_policies(g, [BY_NAME[p] for p in LAYOUT_POLICIES], A, B, D, layout.options())
         timed[layout_key(tile, layout)] = (tile, layout, seconds)
-    new = {name: min(s.values()) for name, (_, _, s) in timed.items()}
-    fastest = min(new, key=new.__getitem__, default=None)
-    return (timed[fastest] if fastest is not None and new[fastest] <= TILE_MARGIN * best else None), (tried or {}) | new
+    times = {name: min(s.values()) for name, (_, _, s) in timed.items()}
+    fastest = min(times, key=times.__getitem__, default=None)
+    return (timed[fastest] if fastest is not None and times[fastest] <= TILE_MARGIN * best else None), times
+
+
+def _own(row: dict[str, Any]) -> tuple[str, Layout | None]:
+    """A table row's tile and the layout it runs on (None: the tile's own)."""
+    return row["tile"], Layout.parse(row["layout"]) if "layout" in row else None
 
 
 def near_candidates(row: dict[str, Any], ratio: float) -> list[tuple[str, Layout | None]]:
     """A searched row's own ``(tile, layout)`` and each tile (layout None) and layout it searched whose best time was
     within ``ratio`` times the row's best, in a fixed order: what :func:`recheck` times."""
     best = min(row["seconds"].values())
-    near: set[tuple[str, Layout | None]] = {(row["tile"], Layout.parse(row["layout"]) if "layout" in row else None)}
+    near: set[tuple[str, Layout | None]] = {_own(row)}
     near |= {(t, None) for t, secs in row.get("tiles", {}).items() if secs <= ratio * best}
     near |= {parse_layout_key(key) for key, secs in row.get("layouts", {}).items() if secs <= ratio * best}
     return sorted(near, key=lambda c: (c[0], c[1].name if c[1] else ""))
@@ -212,7 +216,7 @@ def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[s
     import ctgraph
 
     m, n, k = old["m"], old["n"], old["k"]
-    own = (old["tile"], Layout.parse(old["layout"]) if "layout" in old else None)
+    own = _own(old)
     timed = {}
     for tile, layout in near_candidates(old, ratio):
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
@@ -276,7 +280,8 @@ def tune(
         seconds = dict(old["seconds"]) if old is not None and old.get("tile", tile) == tile else {}
         layout = Layout.parse(old["layout"]) if old is not None and "layout" in old and old["tile"] == tile else None
         missing = [p for p in POLICIES if p.name not in seconds]
-        untried = layouts and bool(untried_layouts(m, n, old.get("layouts") if old is not None else None))
+        tried = old.get("layouts") if old is not None else None
+        untried = untried_layouts(m, n, tried) if layouts else []
         searched_all = old is not None and (not tiles or "tiles" in old) and not untried
         rechecked = old if recheck_within and old is not None and ("tiles" in old or "layouts" in old) else None
         if old is not None and seconds and not missing and searched_all and rechecked is None:
@@ -296,12 +301,12 @@ def tune(
         if tiles and searched is None:
             tile, seconds, searched = _search(m, n, k, tiles, A, B, D)
             layout = None
-        tried = old.get("layouts") if old is not None else None
         if untried:
             if not seconds:  # the row's tile before the layouts: under the policies they are timed under
                 g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
                 seconds = _time_policies(g, [BY_NAME[p] for p in TILE_POLICIES], A, B, D)
-            kept, tried = _search_layouts(m, n, k, min(seconds.values()), A, B, D, tried)
+            kept, times = _search_layouts(m, n, k, min(seconds.values()), A, B, D, untried)
+            tried = (tried or {}) | times
             if kept is not None:
                 tile, layout, seconds = kept
         missing = [p for p in POLICIES if p.name not in seconds]
