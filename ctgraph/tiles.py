@@ -75,6 +75,7 @@ __all__ = [
     "SWAP_2D_MIN_ROWS",
     "SWAP_MIN_ITERATIONS",
     "WAVE_GRIDS",
+    "WAVE_QUARTERS",
     "Layout",
     "TileCost",
     "candidates",
@@ -420,17 +421,26 @@ WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"
 # took 176x4080x3376 from 0.86x to 1.04x cuBLAS and 136x3768x5696 from 0.77x to 0.86x, and 4 CTAs that share A
 # 144x2680x1640 from 0.74x to 0.90x (docs/bench/wave64-probes.txt).
 WAVE_CTA_COLUMNS: tuple[int, ...] = (64, 128)
+# the waves the tiles make, in quarters of a wave: half, three quarters, one and two. NOTE: cuBLAS leaves SMs idle
+# on 30 of the 120 corpus shapes (at most 100 CTAs, no split-K: 240x1488x2312 in 72 CTAs of 80 x 64 on clusters of
+# 4 that share A, 0.55 of a wave); fewer, larger tiles read fewer bytes per FLOP, and with fewer SMs loading, rows
+# off the 128-byte lines cost less (docs/bench/cublas-kernels.txt).
+WAVE_QUARTERS: tuple[int, ...] = (2, 3, 4, 8)
 
 
 def wave_layouts(
-    m: int, n: int, waves: tuple[int, ...] = (1, 2), sms: int = 132, costs: tuple[TileCost, ...] = H100 + REFERENCES
+    m: int,
+    n: int,
+    quarters: tuple[int, ...] = WAVE_QUARTERS,
+    sms: int = 132,
+    costs: tuple[TileCost, ...] = H100 + REFERENCES,
 ) -> list[tuple[tuple[int, int, int], Layout]]:
     """Swapped tiles of CTAs of ``c`` columns (each of :data:`WAVE_CTA_COLUMNS`) on each of :data:`WAVE_GRIDS`
-    (``grid_m x grid_n`` CTAs), their rows fitted to ``m`` so that the tiles make ``w`` whole waves of the clusters the
-    GPU holds at once (``R``, from ``costs``), for each ``w`` of ``waves``::
+    (``grid_m x grid_n`` CTAs), their rows fitted to ``m`` so that the tiles make at most ``q / 4`` waves of the
+    clusters the GPU holds at once (``R``, from ``costs``), for each ``q`` of ``quarters``::
 
         tiles along n:   t_n = ceil(n / (c * grid_n))
-        rows of tiles:   t_m = max(1, floor(w * R / t_n))
+        rows of tiles:   t_m = max(1, floor(q * R / (4 * t_n)))
         BM             = grid_m * 8 * ceil(m / (8 * grid_m * t_m))      (CTAs of a multiple of 8 rows, <= 256)
 
     and at least 32 rows a CTA: a small ``m`` cannot fill the waves, and thinner CTAs only add L2 traffic.
@@ -446,8 +456,8 @@ def wave_layouts(
         grid_m, grid_n = cluster_grid(cluster, multicast)
         for bn in (columns * grid_n for columns in WAVE_CTA_COLUMNS):
             t_n = -(-n // bn)
-            for w in waves:
-                t_m = max(1, w * resident[cluster] // t_n)
+            for q in quarters:
+                t_m = max(1, q * resident[cluster] // (4 * t_n))
                 bm = max(grid_m * 8 * -(-m // (8 * grid_m * t_m)), grid_m * 32)
                 if bm // grid_m <= 256:
                     out[(bm, bn, 64), Layout(cluster, multicast, True)] = None

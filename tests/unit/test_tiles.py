@@ -24,6 +24,7 @@ from ctgraph.tiles import (
     SWAP_MIN_ITERATIONS,
     WAVE_CTA_COLUMNS,
     WAVE_GRIDS,
+    WAVE_QUARTERS,
     Layout,
     TileCost,
     candidates,
@@ -302,29 +303,42 @@ def test_layout_names_round_trip_and_bad_names_are_rejected():
 
 @given(st.integers(1, 9000), st.integers(1, 9000))
 def test_wave_layouts_fill_whole_waves_and_run_on_the_wgmma_path(m, n):
-    """Each tile covers m in rows of tiles that, times the tiles along n, make at most w waves of resident
+    """Each tile covers m in rows of tiles that, times the tiles along n, make at most q/4 waves of resident
     clusters; each runs on its layout (CTAs of 32-256 rows, a multiple of 8, and 64 or 128 columns)."""
     from lowering.cuda.hopper import hopper_layout
     from lowering.cuda.options import CudaOptions
 
     resident = {2: 66, 4: 30, 8: 15}  # the H100's clusters of 2, 4 and 8 (2 x 4) at once
     got = wave_layouts(m, n)
-    assert len(got) == len(set(got)) <= 2 * len(WAVE_GRIDS) * len(WAVE_CTA_COLUMNS)
+    assert len(got) == len(set(got)) <= len(WAVE_QUARTERS) * len(WAVE_GRIDS) * len(WAVE_CTA_COLUMNS)
     for (bm, bn, bk), layout in got:
         lay = hopper_layout((bm, bn, bk), "float16", CudaOptions(mainloop="wgmma", **layout.options()))
         assert lay["SWAP"] == 1 and lay["CTA_N"] in WAVE_CTA_COLUMNS and lay["CLUSTER"] == layout.cluster
         assert 32 <= lay["CTA_M"] <= 256 and lay["CTA_M"] % 8 == 0 and bk == 64
         t_m, t_n = -(-m // bm), -(-n // bn)
-        assert t_m == 1 or t_m * t_n <= 2 * resident[layout.cluster]
+        assert t_m == 1 or 4 * t_m * t_n <= max(WAVE_QUARTERS) * resident[layout.cluster]
         least = bm - lay["CLUSTER_M"] * 8 < -(-m // t_m)  # the least multiple of 8 a CTA that covers m in t_m rows
         assert least or lay["CTA_M"] == 32
 
 
 def test_wave_layouts_fit_the_tiles_cublas_runs():
-    """cuBLAS's kernels on five corpus shapes (docs/bench/cublas-kernels.txt, in our orientation)."""
+    """cuBLAS's kernels on eight corpus shapes (docs/bench/cublas-kernels.txt, in our orientation)."""
     assert ((160, 256, 64), Layout(2, "a", True)) in wave_layouts(1408, 1664)  # nvjet 128x160 2x1
     assert ((144, 128, 64), Layout(2, "b", True)) in wave_layouts(1008, 1152)  # nvjet 128x72 1x2
     assert ((232, 256, 64), Layout(2, "a", True)) in wave_layouts(3688, 976)  # nvjet 128x232 2x1
     assert ((88, 128, 64), Layout(2, "a", True)) in wave_layouts(176, 4080)  # nvjet 64x88 2x1
     assert ((144, 256, 64), Layout(8, "ab", True)) in wave_layouts(144, 2680)  # nvjet 64x72 4x2
+    assert ((80, 256, 64), Layout(4, "a", True)) in wave_layouts(240, 1488)  # nvjet 64x80 4x1: 0.55 of a wave
+    assert ((64, 256, 64), Layout(4, "a", True)) in wave_layouts(192, 1744)  # nvjet 64x64 4x1: 0.64 of a wave
+    assert ((224, 64, 64), Layout(4, "b", True)) in wave_layouts(1368, 184)  # nvjet 64x56 1x4: 0.64 of a wave
     assert wave_layouts(8192, 8192) == []  # CTAs of more than 256 rows
+
+
+def test_fewer_quarters_of_a_wave_give_larger_tiles():
+    """Half a wave of tiles takes CTAs at least as tall as a whole wave does, on every grid."""
+    for m, n in ((240, 1488), (1416, 280), (4520, 144), (144, 2680)):
+        tallest = {}
+        for q in (2, 4):
+            for (bm, bn, _), layout in wave_layouts(m, n, quarters=(q,)):
+                tallest.setdefault((bn, layout), []).append(bm)
+        assert all(rows == sorted(rows, reverse=True) for rows in tallest.values() if len(rows) == 2)
