@@ -302,7 +302,7 @@ def test_layout_names_round_trip_and_bad_names_are_rejected():
 
 
 @given(st.integers(1, 9000), st.integers(1, 9000))
-def test_wave_layouts_fill_whole_waves_and_run_on_the_wgmma_path(m, n):
+def test_wave_layouts_fill_at_most_their_waves_and_run_on_the_wgmma_path(m, n):
     """Each tile covers m in rows of tiles that, times the tiles along n, make at most q/4 waves of resident
     clusters; each runs on its layout (CTAs of 32-256 rows, a multiple of 8, and 64 or 128 columns)."""
     from lowering.cuda.hopper import hopper_layout
@@ -335,10 +335,12 @@ def test_wave_layouts_fit_the_tiles_cublas_runs():
 
 
 def test_fewer_quarters_of_a_wave_give_larger_tiles():
-    """Half a wave of tiles takes CTAs at least as tall as a whole wave does, on every grid."""
+    """Half a wave of tiles takes CTAs at least as tall as a whole wave does, on every grid, and taller on some."""
     for m, n in ((240, 1488), (1416, 280), (4520, 144), (144, 2680)):
-        tallest = {}
+        heights: dict[tuple[int, Layout], list[int]] = {}
         for q in (2, 4):
             for (bm, bn, _), layout in wave_layouts(m, n, quarters=(q,)):
-                tallest.setdefault((bn, layout), []).append(bm)
-        assert all(rows == sorted(rows, reverse=True) for rows in tallest.values() if len(rows) == 2)
+                heights.setdefault((bn, layout), []).append(bm)
+        pairs = [rows for rows in heights.values() if len(rows) == 2]
+        assert pairs and all(half >= whole for half, whole in pairs)
+        assert any(half > whole for half, whole in pairs)
