@@ -7,7 +7,9 @@ table goes to the cache directory (``CTGRAPH_CACHE_DIR/tuning/``), where ``trans
 and to ``--out`` when given (the shipped table is made that way). ``--update TABLE`` keeps the rows of
 ``TABLE`` that still apply (the same tile as ``macro_tile="auto"`` picks now) and times only the other
 shapes, and the policies a kept row has no time for: after a change of the tile model, only the shapes
-whose tile changed are re-timed. Needs torch and a GPU.
+whose tile changed are re-timed. Both are written after each shape, whole files only: a tune stopped midway (a
+Ctrl-C, a time limit) keeps the shapes it finished, and ``--update`` on its table times the rest. Needs torch and
+a GPU.
 
 **Tile search** (``--tiles N``, with ``macro_tile="auto"``): the tile model ranks its candidate tiles
 (:func:`ctgraph.tiles.ranked_tiles`) and the first ``N`` are timed under :data:`TILE_POLICIES`, the
@@ -155,6 +157,14 @@ def _search(
     return kept, seconds[kept], best
 
 
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a stopped write leaves the last table)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
+
+
 def layout_key(tile: str, layout: Layout) -> str:
     """A searched layout's key in a row's ``"layouts"``: ``"160x256x64 2a/swap"`` (:func:`parse_layout_key`)."""
     return f"{tile} {layout.name}"
@@ -271,6 +281,15 @@ def tune(
     gpu = torch.cuda.get_device_name()
     if update is not None and update.device != gpu:
         raise ValueError(f"update: the table is of a {update.device}, this GPU is a {gpu}")
+    paths = [path for path in (user_table_path(gpu), out) if path is not None]
+
+    def save(rows: list[dict[str, Any]]) -> TuningTable:
+        """The table of the rows timed so far (and ``update``'s others), written to ``paths``."""
+        table = update.updated(rows) if update is not None else TuningTable.build(gpu, rows, macro_tile=macro_tile)
+        for path in paths:
+            _write(path, table.to_json())
+        return table
+
     for m, n, k in shapes:
         old = update.row(m, n, k, "float16") if update is not None else None
         if old is not None and ("tiles" in old or "layouts" in old):  # a searched row keeps its tile
@@ -291,6 +310,7 @@ def tune(
         D = torch.empty(m, n, device="cuda", dtype=torch.float16)
         if rechecked is not None:
             rows.append(row := recheck(rechecked, recheck_within, A, B, D))
+            save(rows)  # an interrupted tune keeps the shapes it finished
             if progress:
                 on = f" on {row['layout']}" if "layout" in row else ""
                 same = (row["tile"], row.get("layout")) == (tile, rechecked.get("layout"))
@@ -313,21 +333,16 @@ def tune(
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
         seconds |= _time_policies(g, missing, A, B, D, layout.options() if layout else None)
         rows.append(row := _row(m, n, k, tile, seconds, searched, layout, tried))
+        save(rows)
         if progress:
             on, best = f" on {layout.name}" if layout else "", row["best"]
             print(f"{m}x{n}x{k}: {tile}{on} {best} ({2 * m * n * k / seconds[best] / 1e12:.0f} TF)", flush=True)
-    if update is not None:
-        table = update.updated(rows)
-        if progress:
+    table = save(rows)
+    if progress:
+        if update is not None:
             print(f"re-timed {len(rows)} shapes, kept {len(table.rows) - len(rows)} rows of the table", flush=True)
-    else:
-        table = TuningTable.build(gpu, rows, macro_tile=macro_tile)
-    for path in (user_table_path(table.device), out):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(table.to_json())
-            if progress:
-                print(f"wrote {path}")
+        for path in paths:
+            print(f"wrote {path}")
     load_table.cache_clear()  # the new table takes effect in this process too
     select.cache_clear()
     return table

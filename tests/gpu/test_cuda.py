@@ -464,6 +464,39 @@ def test_tune_update_times_only_the_shapes_without_timings_of_todays_tile(tmp_pa
         tune([(64, 64, 64)], update=TuningTable.build("Other GPU", []), progress=False)
 
 
+def test_an_interrupted_tune_keeps_the_shapes_it_finished(tmp_path, monkeypatch, request):
+    """``tune`` writes its table after each shape (whole files only): stopped on the second shape, the table holds
+    the first, and ``--update`` on it then times only the second."""
+    import ctgraph.tune as tuning
+    from ctgraph.policy import TuningTable, load_table, select
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    for cache in (load_table, select):
+        cache.cache_clear()
+        request.addfinalizer(cache.cache_clear)
+    real, timed, stop = tuning._time_policies, [], [(96, 80, 200)]
+
+    def timing(g, *args, **kwargs):
+        p = g.attrs["gemm"]
+        timed.append((p.m, p.n, p.k))
+        if (p.m, p.n, p.k) in stop:
+            raise KeyboardInterrupt  # as a user's Ctrl-C
+        return real(g, *args, **kwargs)
+
+    monkeypatch.setattr(tuning, "_time_policies", timing)
+    out, shapes = tmp_path / "table.json", [(64, 64, 64), (96, 80, 200)]
+    with pytest.raises(KeyboardInterrupt):
+        tuning.tune(shapes, out=out, progress=False)
+    kept = TuningTable.from_json(out.read_text())
+    assert [(r["m"], r["n"], r["k"]) for r in kept.rows] == [(64, 64, 64)]
+    assert not list(tmp_path.rglob("*.part"))
+    stop.clear()
+    timed.clear()
+    table = tuning.tune(shapes, update=kept, out=out, progress=False)
+    assert set(timed) == {(96, 80, 200)} and table.rows[0] == kept.rows[0] and len(table.rows) == 2
+    assert TuningTable.from_json(out.read_text()).rows == table.rows
+
+
 def test_tune_tiles_searches_candidate_tiles_and_auto_takes_the_fastest(tmp_path, monkeypatch, request):
     import torch
 
