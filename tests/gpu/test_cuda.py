@@ -555,9 +555,9 @@ def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path
     run the row's tile on it, and give the right answer; a layout row written by hand runs the same way."""
     import torch
 
-    from ctgraph.policy import POLICIES, TuningTable, load_table, parse_tile, select
+    from ctgraph.policy import POLICIES, TuningTable, load_table, parse_tile, select, tile_name, user_table_path
     from ctgraph.tiles import Layout, wave_layouts
-    from ctgraph.tune import tune
+    from ctgraph.tune import layout_key, tune
 
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CTGRAPH_TILE_DEVICE", torch.cuda.get_device_name())
@@ -567,11 +567,11 @@ def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path
     shape = (300, 520, 1000)
     table = tune([shape], layouts=True, progress=False)
     row = table.rows[0]
-    assert list(row["layouts"]) == [f"{'x'.join(map(str, t))} {lay.name}" for t, lay in wave_layouts(300, 520)]
+    assert list(row["layouts"]) == [layout_key(tile_name(t), lay) for t, lay in wave_layouts(300, 520)]
     assert set(row["seconds"]) == {p.name for p in POLICIES}
     forced = dict(row, m=600, tile="64x128x64", layout="2b/swap", best="streamk2tile/model")  # by hand
     table = table.updated([forced])
-    path = tmp_path / "tuning" / f"tuning-{table.device.replace(' ', '_')}.json"
+    path = user_table_path(table.device)  # under tmp_path, CTGRAPH_CACHE_DIR
     path.write_text(table.to_json())
     for cache in (load_table, select):
         cache.cache_clear()

@@ -207,10 +207,11 @@ def test_searched_rows_keep_a_tile_within_the_margin_of_the_fastest():
 
 
 def test_a_layout_search_after_the_wave_layouts_grew_times_only_the_new_ones():
+    from ctgraph.policy import tile_name
     from ctgraph.tiles import Layout, wave_layouts
     from ctgraph.tune import layout_key, parse_layout_key, untried_layouts
 
-    every = [("x".join(map(str, tile)), layout) for tile, layout in wave_layouts(144, 2680)]
+    every = [(tile_name(tile), layout) for tile, layout in wave_layouts(144, 2680)]
     assert len(every) > 4
     assert untried_layouts(144, 2680, None) == every  # a row never searched: all of them
     tried = {layout_key(tile, layout): 1e-5 for tile, layout in every[::2]}  # searched before the others were added
