@@ -76,7 +76,8 @@ consumers then holds columns ``16w + lane/4 (+8)`` and element pairs ``(e, e+1)`
 64 rows x 64 columns and, where ``CTA_M`` is not a multiple of 64, a last box of its ``D_TAIL = CTA_M % 64``
 rows (a second tensor map, ``tmDt``; boxes of the largest row count dividing ``CTA_M`` made 29 boxes of 8 rows
 of a 232-row CTA, whose epilogue then took ~4 us more, H100). The A stage is padded to 1024 bytes so that B's
-swizzle atoms stay aligned; ``STAGE_BYTES`` counts only the boxes.
+swizzle atoms stay aligned, and to at least :data:`A_STAGE_MIN_BYTES` (a swapped CTA of fewer than 64 rows);
+``STAGE_BYTES`` counts only the boxes.
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulato
 # 256 x 128 CTAs (four warpgroups) ran 2048x2048x8192 in 90.8 us instead of 103.4 and 3912x936x336 in 9.57 instead
 # of 10.16; with two warpgroups it moved 128 x 128 CTAs by -2.5% to +0.7% (H100, docs/benchmarks.md).
 EARLY_RELEASE_CONSUMERS = 4
+# NOTE: a ring stage's A region takes at least this many bytes. Swapped CTAs of 16 to 56 rows (A regions of 2-7 KB)
+# ran a K step in 185-192 ns, with the TMA loads or without them, against 111-129 ns for 64 to 112 rows; the same
+# 40-row CTA with its A regions 8 KB apart ran in 111 ns without loads and 160x512x4096 in 12.4 us instead of
+# 15.4 (H100, docs/benchmarks.md). What sets it is the stride between the stages, not the bytes wgmma reads.
+A_STAGE_MIN_BYTES = 8192
 
 
 def loads_tiles(cg: C.ControlGraph, tag: int) -> bool:
@@ -230,7 +236,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     # before where CLUSTER_N does not divide CTA_M into them, so a stage receives CLUSTER_N * A_SHARE rows)
     a_share = -(-cta_m // (8 * cn)) * 8
     stage = (cn * a_share * bk + bk * cta_n) * 2  # the bytes each CTA's stage receives
-    a_stage = -(-cta_m * bk // 512) * 512  # A's region rounded up to 1024 bytes: B's swizzle atoms stay aligned
+    # A's region: rounded up to 1024 bytes (B's swizzle atoms stay aligned), and at least A_STAGE_MIN_BYTES
+    a_stage = max(-(-cta_m * bk // 512) * 512, A_STAGE_MIN_BYTES // 2)
     barriers = 16 * MAX_STAGES + 16 * opts.pingpong  # full and empty per stage, and ping-pong's two turns
     staging = warpgroups * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
     stride = a_stage * 2 + bk * cta_n * 2  # one ring stage's bytes of shared memory
