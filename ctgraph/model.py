@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from . import knobs
+from .cache import write_whole
 from .passes import split_chunks, split_for_budget, split_sk_dp
 
 __all__ = [
@@ -206,10 +207,7 @@ def _path(device: str) -> Path:
 
 
 def save_model(model: GridModel) -> Path:
-    path = _path(model.device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(model), indent=2, sort_keys=True) + "\n")
-    return path
+    return write_whole(_path(model.device), json.dumps(asdict(model), indent=2, sort_keys=True) + "\n")
 
 
 def load_model(device: str) -> GridModel:

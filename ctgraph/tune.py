@@ -38,6 +38,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .cache import write_whole
 from .policy import (
     BY_NAME,
     POLICIES,
@@ -155,14 +156,6 @@ def _search(
     best = {t: min(s.values()) for t, s in seconds.items()}
     kept = pick_tile(tile_name(ranked[0]), best)
     return kept, seconds[kept], best
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a stopped write leaves the last table)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(path.name + ".part")
-    part.write_text(text)
-    part.replace(path)
 
 
 def layout_key(tile: str, layout: Layout) -> str:
@@ -287,7 +280,7 @@ def tune(
         """The table of the rows timed so far (and ``update``'s others), written to ``paths``."""
         table = update.updated(rows) if update is not None else TuningTable.build(gpu, rows, macro_tile=macro_tile)
         for path in paths:
-            _write(path, table.to_json())
+            write_whole(path, table.to_json())  # a stopped tune leaves the last whole table
         return table
 
     for m, n, k in shapes:

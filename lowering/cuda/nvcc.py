@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ctgraph import knobs
+from ctgraph.cache import write_whole
 
 __all__ = ["NVCC_OPTIONS", "cubin", "nvcc_available", "ptx"]
 
@@ -50,7 +51,7 @@ def _run_nvcc(source: str, arch: str, target: str) -> bytes:
         if r.returncode:
             raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{r.stderr}")
         data = out.read_bytes()
-    cached.write_bytes(data)
+    write_whole(cached, data)
     return data
 
 
