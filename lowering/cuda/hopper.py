@@ -76,7 +76,8 @@ consumers then holds columns ``16w + lane/4 (+8)`` and element pairs ``(e, e+1)`
 64 rows x 64 columns and, where ``CTA_M`` is not a multiple of 64, a last box of its ``D_TAIL = CTA_M % 64``
 rows (a second tensor map, ``tmDt``; boxes of the largest row count dividing ``CTA_M`` made 29 boxes of 8 rows
 of a 232-row CTA, whose epilogue then took ~4 us more, H100). The A stage is padded to 1024 bytes so that B's
-swizzle atoms stay aligned, and to at least :data:`A_STAGE_MIN_BYTES` (a swapped CTA of fewer than 64 rows);
+swizzle atoms stay aligned, and to at least :data:`A_STAGE_MIN_BYTES` (a swapped CTA of fewer than 64 rows, or
+``BK = 32``);
 ``STAGE_BYTES`` counts only the boxes.
 """
 
