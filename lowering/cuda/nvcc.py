@@ -1,8 +1,13 @@
-"""nvcc for the CUDA backend: cubins through pycuda's compiler (its disk cache in ``CTGRAPH_CACHE_DIR``),
-and PTX text / compile-only checks through the nvcc binary (no GPU or pycuda needed)."""
+"""nvcc for the CUDA backend: cubins through pycuda's compiler, and PTX text / compile-only checks through the nvcc
+binary (no GPU or pycuda needed); both cached in ``CTGRAPH_CACHE_DIR`` by source, arch, options and nvcc's version.
+
+The cache is ours, not pycuda's: pycuda writes its cache files in place, so processes that share one (``pytest -n 8``,
+a pool that compiles ahead of a benchmark) could read a partly written cubin. Ours are written whole
+(:func:`ctgraph.cache.write_whole`)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import subprocess
@@ -27,20 +32,36 @@ def _cache(kind: str) -> Path:
     return d
 
 
+@functools.cache
+def nvcc_version() -> str:
+    """What ``nvcc --version`` prints (empty without nvcc): part of every cache key, so a new toolkit compiles anew."""
+    if not nvcc_available():
+        return ""
+    return subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
+
+
+def _cached(kind: str, source: str, arch: str, target: str) -> Path:
+    """The cache file of ``source`` compiled to ``target`` for ``arch`` by ``kind`` ("pycuda" or "nvcc")."""
+    key = hashlib.sha256("\0".join((source, arch, target, *NVCC_OPTIONS, nvcc_version())).encode()).hexdigest()
+    return _cache(kind) / f"{key}.{target}"
+
+
 def cubin(source: str, arch: str) -> bytes:
-    """Compile with pycuda (``pycuda.compiler.compile``, the compile step of ``SourceModule``)."""
+    """Compile with pycuda (``pycuda.compiler.compile``, the compile step of ``SourceModule``; its own cache off)."""
     from pycuda.compiler import compile as pycuda_compile
 
-    return pycuda_compile(
-        source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch, cache_dir=str(_cache("pycuda"))
-    )
+    cached = _cached("pycuda", source, arch, "cubin")
+    if cached.exists():
+        return cached.read_bytes()
+    data = pycuda_compile(source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch, cache_dir=False)
+    write_whole(cached, data)
+    return data
 
 
 def _run_nvcc(source: str, arch: str, target: str) -> bytes:
     if not nvcc_available():
         raise RuntimeError("nvcc is not on PATH: install the CUDA toolkit to compile or inspect generated kernels")
-    key = hashlib.sha256("\0".join((source, arch, target, *NVCC_OPTIONS)).encode()).hexdigest()
-    cached = _cache("nvcc") / f"{key}.{target}"
+    cached = _cached("nvcc", source, arch, target)
     if cached.exists():
         return cached.read_bytes()
     with tempfile.TemporaryDirectory() as tmp:

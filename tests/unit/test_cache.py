@@ -27,3 +27,30 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_part(tmp_path, monkey
         write_whole(path, b"new")
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["kernel.cubin"]
+
+
+def test_cubins_are_cached_whole_by_source_arch_and_nvcc_version(tmp_path, monkeypatch):
+    """``lowering.cuda.nvcc.cubin`` compiles through pycuda with pycuda's own (in-place) cache off, and keeps the
+    cubin in ctgraph's cache: a second call reads it back, a new nvcc compiles anew."""
+    import sys
+    import types
+
+    from lowering.cuda import nvcc
+
+    calls = []
+
+    def fake_compile(source, options, no_extern_c, arch, cache_dir):
+        calls.append(cache_dir)
+        return f"cubin of {source} for {arch}".encode()
+
+    monkeypatch.setitem(sys.modules, "pycuda", types.ModuleType("pycuda"))
+    monkeypatch.setitem(sys.modules, "pycuda.compiler", types.SimpleNamespace(compile=fake_compile))
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(nvcc, "nvcc_version", lambda: "release 13.0")
+    assert nvcc.cubin("k", "sm_90a") == b"cubin of k for sm_90a"
+    assert nvcc.cubin("k", "sm_90a") == b"cubin of k for sm_90a"
+    assert calls == [False]
+    monkeypatch.setattr(nvcc, "nvcc_version", lambda: "release 13.1")
+    nvcc.cubin("k", "sm_90a")
+    assert calls == [False, False]
+    assert all(p.suffix == ".cubin" for p in (tmp_path / "pycuda").iterdir())
