@@ -17,7 +17,7 @@ from pathlib import Path
 from ctgraph import knobs
 from ctgraph.cache import write_whole
 
-__all__ = ["NVCC_OPTIONS", "cubin", "nvcc_available", "ptx"]
+__all__ = ["NVCC_OPTIONS", "cubin", "nvcc_available", "nvcc_version", "ptx"]
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
