@@ -77,8 +77,7 @@ consumers then holds columns ``16w + lane/4 (+8)`` and element pairs ``(e, e+1)`
 rows (a second tensor map, ``tmDt``; boxes of the largest row count dividing ``CTA_M`` made 29 boxes of 8 rows
 of a 232-row CTA, whose epilogue then took ~4 us more, H100). The A stage is padded to 1024 bytes so that B's
 swizzle atoms stay aligned, and to at least :data:`A_STAGE_MIN_BYTES` (a swapped CTA of fewer than 64 rows, or
-``BK = 32``);
-``STAGE_BYTES`` counts only the boxes.
+``BK = 32``); ``STAGE_BYTES`` counts only the boxes.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ctgraph import knobs
@@ -26,12 +27,6 @@ def nvcc_available() -> bool:
     return shutil.which("nvcc") is not None
 
 
-def _cache(kind: str) -> Path:
-    d = knobs.cache_dir() / kind
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 @functools.cache
 def nvcc_version() -> str:
     """What ``nvcc --version`` prints (empty without nvcc): part of every cache key, so a new toolkit compiles anew."""
@@ -40,40 +35,43 @@ def nvcc_version() -> str:
     return subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
 
 
-def _cached(kind: str, source: str, arch: str, target: str) -> Path:
-    """The cache file of ``source`` compiled to ``target`` for ``arch`` by ``kind`` ("pycuda" or "nvcc")."""
+def _cached(kind: str, source: str, arch: str, target: str, build: Callable[[], bytes]) -> bytes:
+    """``source`` compiled to ``target`` for ``arch`` by ``kind`` ("pycuda" or "nvcc"): read from the cache, else
+    ``build()`` written there whole. The key: source, arch, target, options and nvcc's version."""
     key = hashlib.sha256("\0".join((source, arch, target, *NVCC_OPTIONS, nvcc_version())).encode()).hexdigest()
-    return _cache(kind) / f"{key}.{target}"
+    path = knobs.cache_dir() / kind / f"{key}.{target}"
+    if path.exists():
+        return path.read_bytes()
+    data = build()
+    write_whole(path, data)
+    return data
 
 
 def cubin(source: str, arch: str) -> bytes:
     """Compile with pycuda (``pycuda.compiler.compile``, the compile step of ``SourceModule``; its own cache off)."""
     from pycuda.compiler import compile as pycuda_compile
 
-    cached = _cached("pycuda", source, arch, "cubin")
-    if cached.exists():
-        return cached.read_bytes()
-    data = pycuda_compile(source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch, cache_dir=False)
-    write_whole(cached, data)
-    return data
+    def build() -> bytes:
+        return pycuda_compile(source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch, cache_dir=False)
+
+    return _cached("pycuda", source, arch, "cubin", build)
 
 
 def _run_nvcc(source: str, arch: str, target: str) -> bytes:
     if not nvcc_available():
         raise RuntimeError("nvcc is not on PATH: install the CUDA toolkit to compile or inspect generated kernels")
-    cached = _cached("nvcc", source, arch, target)
-    if cached.exists():
-        return cached.read_bytes()
-    with tempfile.TemporaryDirectory() as tmp:
-        src, out = Path(tmp) / "kernel.cu", Path(tmp) / f"kernel.{target}"
-        src.write_text(source)
-        cmd = ["nvcc", f"-arch={arch}", f"-{target}", *NVCC_OPTIONS, "-o", str(out), str(src)]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode:
-            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{r.stderr}")
-        data = out.read_bytes()
-    write_whole(cached, data)
-    return data
+
+    def build() -> bytes:
+        with tempfile.TemporaryDirectory() as tmp:
+            src, out = Path(tmp) / "kernel.cu", Path(tmp) / f"kernel.{target}"
+            src.write_text(source)
+            cmd = ["nvcc", f"-arch={arch}", f"-{target}", *NVCC_OPTIONS, "-o", str(out), str(src)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode:
+                raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{r.stderr}")
+            return out.read_bytes()
+
+    return _cached("nvcc", source, arch, target, build)
 
 
 def ptx(source: str, arch: str) -> str:
