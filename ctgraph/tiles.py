@@ -381,14 +381,15 @@ def tile_layout(
 
 def cluster_grid(cluster: int, multicast: str) -> tuple[int, int]:
     """A cluster's CTAs as a ``grid_m x grid_n`` grid: CTAs of a grid row share A's rows, those of a grid column
-    B's columns (``"b"``: a column of ``cluster``, ``"a"``: a row, ``"ab"``: ``2 x cluster/2``)."""
-    return {"b": (cluster, 1), "a": (1, cluster), "ab": (2, cluster // 2)}[multicast]
+    B's columns (``"b"``: a column of ``cluster``, ``"a"``: a row, ``"ab"``: ``2 x cluster/2``, ``"ba"``:
+    ``cluster/2 x 2``)."""
+    return {"b": (cluster, 1), "a": (1, cluster), "ab": (2, cluster // 2), "ba": (cluster // 2, 2)}[multicast]
 
 
 @dataclass(frozen=True)
 class Layout:
     """How a workgroup's CTAs share its macro tile on the wgmma path: ``cluster`` CTAs that share ``multicast``
-    (``"a"``, ``"b"`` or ``"ab"``), computing ``D^T = B^T A^T`` where ``swap`` (the options of the same names,
+    (``"a"``, ``"b"``, ``"ab"`` or ``"ba"``), computing ``D^T = B^T A^T`` where ``swap`` (the options of the same names,
     :class:`lowering.cuda.options.CudaOptions`). A tuning-table row records the one its tile was timed on."""
 
     cluster: int
@@ -403,10 +404,11 @@ class Layout:
     @classmethod
     def parse(cls, name: str) -> Layout:
         head, _, tail = name.partition("/")
-        if not head[:1].isdigit() or head.lstrip("0123456789") not in ("a", "b", "ab") or tail not in ("", "swap"):
+        shared = head.lstrip("0123456789")
+        if not head[:1].isdigit() or shared not in ("a", "b", "ab", "ba") or tail not in ("", "swap"):
             want = "CTAs, the operands they share and an optional '/swap' (e.g. '2a/swap')"
             raise ValueError(f"a layout is {want}, got {name!r}")
-        return cls(int(head.rstrip("ab")), head.lstrip("0123456789"), tail == "swap")
+        return cls(int(head.rstrip("ab")), shared, tail == "swap")
 
     def options(self) -> dict[str, object]:
         """The compile options that run it: ``ctgraph.compile(..., **layout.options())``."""
@@ -414,8 +416,10 @@ class Layout:
 
 
 # cuBLAS's cluster layouts for mid-size GEMMs (docs/bench/cublas-kernels.txt, in our orientation): 2 or 4 CTAs along n
-# that share A, 2 or 4 along m that share B, a 2 x 4 grid that shares both
-WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"))
+# that share A, 2 or 4 along m that share B, 2 x 4 and 4 x 2 grids that share both. NOTE: where A's and B's rows
+# are off the 128-byte lines the 4 x 2 grid ("8ba") halves the L2 requests of A's rows: 1408x1560x7000 ran 52.6 us
+# on it in CTAs of 176 x 128, against 63.4 on the 2 x 2 grid of the same CTAs and 48.1 for cuBLAS (H100, 2026-11-26)
+WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
 # a CTA's columns: one or two swapped consumer warpgroups of 64. NOTE: cuBLAS runs CTAs of 64 columns (nvjet 64xN)
 # on 26 of the 36 corpus shapes of m under 600, and on 12 of the 27 of n under 600; on the H100 (2026-11-25) they
 # took 176x4080x3376 from 0.86x to 1.04x cuBLAS and 136x3768x5696 from 0.77x to 0.86x, and 4 CTAs that share A

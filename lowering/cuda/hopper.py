@@ -34,20 +34,20 @@ Every entry point waits for the previous kernel in the stream (``griddepcontrol.
 memory, so it may be launched with programmatic dependent launch and set up under that kernel's tail
 (:meth:`HopperCodegen._dependent_launch`, ``CudaOptions.pdl``).
 
-**Clusters** (``CLUSTER`` = 2, 4 or 8): a workgroup is a cluster of CTAs that run the same program (``wg =
-blockIdx.x / CLUSTER``), laid out as a ``CLUSTER_M x CLUSTER_N`` grid: CTA ``r`` is ``(i, j) = (r % CLUSTER_M,
-r / CLUSTER_M)`` and computes rows ``i*CTA_M ..`` and columns ``j*CTA_N ..`` of the macro tile. ``multicast="b"``
-is a column of CTAs (``CLUSTER x 1``), ``"a"`` a row (``1 x CLUSTER``), ``"ab"`` a ``2 x CLUSTER/2`` grid. The CTAs
-of a grid row need the same rows of A, those of a grid column the same columns of B: each producer loads
-``A_SHARE`` of its row's A rows and ``BK/CLUSTER_M`` k-rows of every B chunk of its column, multicast into the same
-stage of the CTAs that share them, so ``full[s]`` of each CTA still receives ``STAGE_BYTES``. A stage is then written
-by several producers of the cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and each
-consumer arrives on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own
+**Clusters** (``CLUSTER`` = 2, 4 or 8): a workgroup is a cluster of CTAs that run the same program (``wg = blockIdx.x
+/ CLUSTER``), laid out as a ``CLUSTER_M x CLUSTER_N`` grid: CTA ``r`` is ``(i, j) = (r % CLUSTER_M, r / CLUSTER_M)``
+and computes rows ``i*CTA_M ..`` and columns ``j*CTA_N ..`` of the macro tile. ``multicast="b"`` is a column of CTAs
+(``CLUSTER x 1``), ``"a"`` a row (``1 x CLUSTER``), ``"ab"`` a ``2 x CLUSTER/2`` grid, ``"ba"`` a ``CLUSTER/2 x 2``
+one. The CTAs of a grid row need the same rows of A, those of a grid column the same columns of B: each producer
+loads ``A_SHARE`` of its row's A rows and ``BK/CLUSTER_M`` k-rows of every B chunk of its column, multicast into the
+same stage of the CTAs that share them, so ``full[s]`` of each CTA still receives ``STAGE_BYTES``. A stage is then
+written by several producers of the cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and
+each consumer arrives on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own
 flags, so the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
-before exit keep every CTA's shared memory alive while the others may still write to it. Per K iteration a CTA
-reads ``A_SHARE`` rows of A and ``BK/CLUSTER_M`` of B's k-rows from the L2, not ``CTA_M`` and ``BK``: that matters
-most when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines and the L2, not the
-tensor cores, bounds the CTAs (:mod:`ctgraph.tiles`).
+before exit keep every CTA's shared memory alive while the others may still write to it. Per K iteration a CTA reads
+``A_SHARE`` rows of A and ``BK/CLUSTER_M`` of B's k-rows from the L2, not ``CTA_M`` and ``BK``: that matters most
+when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines and the L2, not the tensor
+cores, bounds the CTAs (:mod:`ctgraph.tiles`).
 
 **Ping-pong** (``PINGPONG``, ``opts.pingpong``; CTA tiles of one consumer warpgroup): two consumer warpgroups take the
 work units in turn, unit ``u`` (an iteration of a loop of the kernel's body: a tile, or a piece of one with its

@@ -8,8 +8,9 @@ __all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions", "warp_grid"]
 
 MAINLOOPS = ("auto", "wgmma", "mma")
 CLUSTERS = (0, 1, 2, 4, 8)  # CTAs per workgroup on the wgmma path (0: the fewest that fit)
-# the operands a cluster's CTAs share: "b" splits the macro tile's rows, "a" its columns, "ab" both (2 x cluster/2)
-MULTICASTS = ("b", "a", "ab")
+# the operands a cluster's CTAs share: "b" splits the macro tile's rows, "a" its columns, "ab" and "ba" both
+# (2 x cluster/2 and cluster/2 x 2 grids: the operand named first is shared by the longer side)
+MULTICASTS = ("b", "a", "ab", "ba")
 # the most dynamic shared memory one CTA may opt into, per nvcc target (sm_86, sm_89 and others: 99 KiB)
 SMEM_PER_CTA = {"sm_80": 163 << 10, "sm_87": 163 << 10, "sm_90": 227 << 10, "sm_90a": 227 << 10}
 WARP_TILE = 64 * 64  # fp16 mma path: a 64 x 64 warp tile is 128 fp32 accumulators per thread; larger ones spill
@@ -52,7 +53,10 @@ class CudaOptions:
     clusters), and loads its own columns of B. ``"ab"`` (clusters of 4 or 8) lays the CTAs out as a 2-D grid of
     2 x ``cluster/2``: CTA ``(i, j)`` computes rows ``i*BM/2 ..`` and columns ``j*2*BN/cluster ..``; A's rows are
     shared along a row of the grid and B's columns along a column, as in cuBLAS's 2 x 2 and 4 x 2 clusters, so
-    each CTA reads ``1/(cluster/2)`` of its A rows and half of its B columns from the L2. ``None`` (the default):
+    each CTA reads ``1/(cluster/2)`` of its A rows and half of its B columns from the L2. ``"ba"`` is the
+    transposed grid, ``cluster/2 x 2``: each CTA reads half of its A rows and ``1/(cluster/2)`` of its B k-rows
+    (cuBLAS's 2 x 4 clusters; where A's rows do not start on 128-byte lines, sharing them in pairs halves the L2
+    requests they cost). ``None`` (the default):
     the layout the tile model measured or priced the macro tile on (:func:`ctgraph.tiles.tile_layout`, e.g. 8 CTAs
     sharing both operands for 240 x 512) where ``cluster`` is 0 or that layout's, else ``"b"``.
 
@@ -106,9 +110,11 @@ class CudaOptions:
             raise ValueError(
                 f"multicast must be None (the tile's measured layout) or one of {MULTICASTS}, got {self.multicast!r}"
             )
-        if self.multicast == "ab" and self.cluster not in (0, 4, 8):
+        if self.multicast in ("ab", "ba") and self.cluster not in (0, 4, 8):
+            grid = "2 x cluster/2" if self.multicast == "ab" else "cluster/2 x 2"
             raise ValueError(
-                f"multicast='ab' lays a cluster out as 2 x cluster/2: cluster must be 0, 4 or 8, got {self.cluster!r}"
+                f"multicast={self.multicast!r} lays a cluster out as {grid}: cluster must be 0, 4 or 8, "
+                f"got {self.cluster!r}"
             )
         if not (self.swap is None or isinstance(self.swap, bool)):
             raise ValueError(f"swap must be None (when the macro tile needs it), True or False, got {self.swap!r}")

@@ -123,14 +123,17 @@ def test_wgmma_clusters(shape, transform, tile, cluster):
         ((256, 512, 64), 8, "ab"),
         ((288, 128, 64), 4, "ab"),
         ((208, 256, 64), 4, "ab"),  # swapped CTAs of 104 x 128, as auto fits m on 2 x 2 grids
+        ((512, 256, 64), 8, "ba"),  # a 4 x 2 grid: A shared in pairs, B in fours
+        ((704, 256, 64), 8, "ba"),  # swapped CTAs of 176 x 128, as the wave layouts fit m on 4 x 2 grids
     ],
     ids=str,
 )
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
 @pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
 def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster, multicast):
-    """CTAs split the macro tile's columns and share A ("a"), or form a 2 x cluster/2 grid sharing A along its rows
-    and B along its columns ("ab"): partial tiles (CTAs whose rows or columns are all past m or n)."""
+    """CTAs split the macro tile's columns and share A ("a"), or form a 2 x cluster/2 ("ab") or cluster/2 x 2 ("ba")
+    grid sharing A along its rows and B along its columns: partial tiles (CTAs whose rows or columns are all past m
+    or n)."""
     m, n, k = shape
     A, B, C = operands(m, n, k, "float16")
     g = ctgraph.gemm(m, n, k, macro_tile=tile)
@@ -338,7 +341,8 @@ SANITIZE = textwrap.dedent("""
     wgmma = [((64, 64, 32), 5, {}), ((128, 64, 32), 3, {"cluster": 2}), ((256, 64, 32), 2, {"cluster": 4}),
              ((64, 128, 32), 3, {"cluster": 2, "multicast": "a"}), ((40, 64, 32), 5, {}),
              ((64, 128, 64), 3, {"swap": True}), ((128, 128, 32), 2, {"cluster": 4, "multicast": "ab"}),
-             ((64, 64, 32), 2, {"pingpong": True}), ((128, 64, 32), 1, {"cluster": 2, "pingpong": True})]
+             ((64, 64, 32), 2, {"pingpong": True}), ((128, 64, 32), 1, {"cluster": 2, "pingpong": True}),
+             ((256, 128, 32), 1, {"cluster": 8, "multicast": "ba"})]
     for t in ctgraph.TRANSFORMS:
         kern = ctgraph.compile(ctgraph.gemm(150, 88, 72, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
                                target="cuda", warps=4, stages=2)

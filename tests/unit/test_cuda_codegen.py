@@ -118,6 +118,10 @@ def test_cluster_sizes(cluster):
         ValueError, match=r"multicast='ab' lays a cluster out as 2 x cluster/2: cluster must be 0, 4 or 8"
     ):
         _ = cuda_kernel("streamk", mainloop="wgmma", cluster=2, multicast="ab").source
+    with pytest.raises(
+        ValueError, match=r"multicast='ba' lays a cluster out as cluster/2 x 2: cluster must be 0, 4 or 8"
+    ):
+        _ = cuda_kernel("streamk", mainloop="wgmma", cluster=2, multicast="ba").source
 
 
 def test_workgroups_required_without_build():
@@ -524,6 +528,25 @@ def test_cluster_source_can_multicast_both_operands(transform, tile, cluster, ct
     assert src.count("tma_load_2d(") == 1  # the template's definition: every box is multicast
     assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
     assert "multicast::cluster" in kern.ptx
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("tile", "ctas"), [((512, 256, 64), (128, 128)), ((704, 256, 64), (176, 128)), ((256, 128, 32), (64, 64))], ids=str
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_cluster_source_can_share_a_in_pairs_and_b_in_fours(transform, tile, ctas):
+    """``multicast="ba"``: a 4 x 2 grid of CTAs; each loads half of its grid row's A rows and a quarter of B's
+    k-rows of its grid column (BK/4: two swizzle atoms of 8 k-rows at BK = 64, one at BK = 32)."""
+    kern = cuda_kernel(
+        transform, tile=tile, workgroups=1024, mainloop="wgmma", cluster=8, multicast="ba", **SPLITS.get(transform, {})
+    )
+    src, lay = kern.source, kern.program.layout
+    assert (lay["CLUSTER_M"], lay["CLUSTER_N"], lay["CTA_M"], lay["CTA_N"]) == (4, 2, *ctas)
+    assert lay["A_SHARE"] == -(-ctas[0] // 16) * 8  # half of CTA_M, in whole 8-row swizzle atoms
+    assert lay["STAGE_BYTES"] == (2 * lay["A_SHARE"] + ctas[1]) * tile[2] * 2
+    assert "0x11u << cta_m_);" in src and "((1u << CLUSTER_M) - 1) << (cta_n_ * CLUSTER_M));" in src
+    assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
 
 
 def test_multicast_names_the_allowed_operands_and_layouts():
