@@ -23,7 +23,7 @@ from ctgraph.params import bindings
 
 from .codegen import generate, layout
 from .divisors import Divisor, fast_divisors
-from .hopper import hopper_layout, loads_tiles, reduction_launch, swizzle_bytes
+from .hopper import d_tail_box, hopper_layout, loads_tiles, reduction_launch, swizzle_bytes
 from .nvcc import ptx
 from .operands import Operand, classify
 from .options import CudaOptions
@@ -277,7 +277,8 @@ class CudaProgram:
         """TMA descriptors of A (boxes of A_SHARE rows x BK: a CTA's share of the rows its cluster's grid row
         needs), B (boxes of BK/CLUSTER_M k-rows x 64 columns, one 128-byte swizzle span: a CTA's share of the
         k-rows its grid column needs) and D (boxes of D_ROWS rows x 64 columns, stored from shared memory, and
-        where a CTA's rows end in a shorter box, of D_TAIL rows)."""
+        where a CTA's rows end in a shorter box, of D_TAIL rows; where its columns do, unswizzled boxes of D_ROWS
+        rows x D_TAIL columns)."""
         from .driver import tensor_map
 
         p, lay = self.kernel.problem, self.layout_of("wgmma")
@@ -287,7 +288,7 @@ class CudaProgram:
             tensor_map(a, p.m, p.k, a_rows, bk, swizzle_bytes(bk)),
             tensor_map(b, p.k, p.n, b_rows, 64, 128),
             tensor_map(d, p.m, p.n, lay["D_ROWS"], 64, 128),
-            *([tensor_map(d, p.m, p.n, lay["D_TAIL"], 64, 128)] if lay["D_TAIL"] else []),
+            *([tensor_map(d, p.m, p.n, *d_tail_box(lay))] if lay["D_TAIL"] else []),
         ]
 
 

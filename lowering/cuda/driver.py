@@ -147,7 +147,7 @@ def load_function(cubin: bytes, name: str, launch: Launch) -> Function:
 
 # cuTensorMapEncodeTiled enums (cuda.h)
 CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6
-CU_TENSOR_MAP_SWIZZLE = {32: 1, 64: 2, 128: 3}
+CU_TENSOR_MAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes (0: none)
 CU_TENSOR_MAP_L2_PROMOTION_256B = 3
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76

@@ -60,7 +60,9 @@ partial store), so one warpgroup's epilogue runs under the other's mainloop, and
 on more than one lap ahead of the producer (where it could not tell the laps apart).
 
 Shared memory per stage: A as ``CTA_M`` rows of ``BK`` halves (K-major; ``2*BK``-byte swizzle, so a row is one
-swizzle span) and B as ``BN/64`` column chunks of ``BK`` rows x 64 halves (MN-major, 128-byte swizzle).
+swizzle span) and B as ``ceil(CTA_N/64)`` column chunks of ``BK`` rows x 64 halves (MN-major, 128-byte swizzle;
+wgmma's N = ``CTA_N``, any multiple of 16, reads part of the last chunk where it is not a multiple of 64, and the
+epilogue ends the CTA's columns in a box of ``D_TAIL = CTA_N % 64``).
 Descriptors: A ``SBO = 8 rows x 2*BK`` bytes, k16 step = +32 bytes; B ``LBO = chunk = 128*BK`` bytes,
 ``SBO = 1024`` (8 k-rows), k16 step = +16 rows = 2048 bytes. TMA zero-fills boxes outside the tensor, so
 partial tiles and ``k % BK != 0`` need no masks. The accumulator of thread ``t`` (warp ``w = t/32``) holds
@@ -151,6 +153,15 @@ def reduction_launch(layout: dict[str, int]) -> tuple[int, int, int, int]:
     return 128, 0, 1, layout["CLUSTER"] * layout["R_PIECES"]
 
 
+def d_tail_box(layout: dict[str, int]) -> tuple[int, int, int]:
+    """``(rows, columns, swizzle bytes)`` of the D boxes that end a CTA's tile where it is not whole 64 x 64
+    boxes (``D_TAIL``): swapped, ``D_TAIL`` rows of 64 columns in the 128-byte swizzle; else ``D_ROWS`` rows of
+    ``D_TAIL`` columns, unswizzled (a row of fewer than 64 halves is no swizzle span)."""
+    if layout["SWAP"]:
+        return layout["D_TAIL"], 64, 128
+    return layout["D_ROWS"], layout["D_TAIL"], 0
+
+
 def swizzle_bytes(bk: int) -> int:
     """The TMA / wgmma swizzle span of A's K-major rows: one row of ``BK`` halves."""
     return 2 * bk
@@ -235,12 +246,15 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     # a CTA loads A_SHARE of its grid row's CTA_M rows of A (whole swizzle atoms; the last share overlaps the one
     # before where CLUSTER_N does not divide CTA_M into them, so a stage receives CLUSTER_N * A_SHARE rows)
     a_share = -(-cta_m // (8 * cn)) * 8
-    stage = (cn * a_share * bk + bk * cta_n) * 2  # the bytes each CTA's stage receives
+    # B arrives in whole 64-column chunks: where CTA_N % 64 != 0 (not swapped) the last chunk's columns past
+    # CTA_N are loaded (the next tile's, or zeros past n) and not read
+    b_cols = -(-cta_n // 64) * 64
+    stage = (cn * a_share * bk + bk * b_cols) * 2  # the bytes each CTA's stage receives
     # A's region: rounded up to 1024 bytes (B's swizzle atoms stay aligned), and at least A_STAGE_MIN_BYTES
     a_stage = max(-(-cta_m * bk // 512) * 512, A_STAGE_MIN_BYTES // 2)
     barriers = 16 * MAX_STAGES + 16 * opts.pingpong  # full and empty per stage, and ping-pong's two turns
     staging = warpgroups * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
-    stride = a_stage * 2 + bk * cta_n * 2  # one ring stage's bytes of shared memory
+    stride = a_stage * 2 + bk * b_cols * 2  # one ring stage's bytes of shared memory
     stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stride)
     # accumulators per consumer thread that one stage's A and B regions hold, in whole float4s of the workspace
     fix_a, fix_b = (x * 2 // (4 * 128 * consumers) // 4 * 4 for x in (cta_m * bk, bk * cta_n))
@@ -267,7 +281,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "STAGES": stages,
         "EARLY_RELEASE": int(consumers >= EARLY_RELEASE_CONSUMERS),
         "A_STAGE": a_stage,
-        "B_STAGE": bk * cta_n,
+        "B_STAGE": bk * b_cols,
         "STAGE_BYTES": stage,
         "A_SHARE": a_share,
         "SWIZZLE": swizzle_bytes(bk),
@@ -278,10 +292,10 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "FIX_EA": fix_a,
         "FIX_EB": fix_b,
         "FIX_CHUNKS": -(-(side_n // 2) // (fix_a + fix_b)),
-        # a staged D box: 64 columns x D_ROWS rows; swapped, a CTA's rows that are not a multiple of 64 end in
-        # a box of D_TAIL rows, stored through a second tensor map (tmDt)
+        # a staged D box: 64 columns x D_ROWS rows; a CTA's rows (swapped) or columns that are not a multiple of
+        # 64 end in a box of D_TAIL rows or columns, stored through a second tensor map (tmDt, d_tail_box)
         "D_ROWS": min(64, cta_m),
-        "D_TAIL": cta_m % min(64, cta_m),
+        "D_TAIL": cta_m % min(64, cta_m) if swap else cta_n % 64,
         "D_STAGE": 64 * 64,  # halves of one staging buffer
         "D_BUFFERS": D_BUFFERS,
         "R_PIECES": consumers * (side_n // 2) // 4,  # CTAs of the reduction kernel per CTA of a workgroup
@@ -299,7 +313,7 @@ def _misfit(macro_tile: tuple[int, int, int], dtype: str, grid: tuple[int, int],
         sizes = [(f"BN={64 * c * n_of}", "BM", m_of, WGMMA_SWAP_N, c) for c in range(1, 5)]
     else:
         rows = f"BM in {tuple(64 * c * m_of for c in range(1, 5))}"
-        cols = f"BN in {tuple(n * n_of for n in WGMMA_N)}"
+        cols = f"BN a multiple of {16 * n_of} up to {256 * n_of}"
         sizes = [(f"BM={64 * c * m_of}", "BN", n_of, WGMMA_N, c) for c in range(1, 5)]
     fit = ", ".join(
         f"{tile}: {side}<={scale * max(n for n in ns if n // 2 + SPARE_REGS <= accumulator_budget(c))}"
@@ -728,9 +742,11 @@ class HopperCodegen(_Codegen):
             boxes, origin = "CTA_M / D_ROWS", "j0_, i0_ + D_ROWS * c_"
             if self.L["D_TAIL"]:
                 boxes, tmap = boxes + " + 1", "c_ < CTA_M / D_ROWS ? &tmD : &tmDt"
-        else:  # this warpgroup's 64 rows, in boxes of 64 columns
+        else:  # this warpgroup's 64 rows, in boxes of 64 columns (the last: D_TAIL)
             w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * wgi_, j0_ = {self.cxx(col0)}{dj};")
-            boxes, origin = "CTA_N / 64", "j0_ + 64 * c_, i0_"
+            boxes, origin = self._b_chunks(), "j0_ + 64 * c_, i0_"
+            if self.L["D_TAIL"]:
+                tmap = "c_ < CTA_N / 64 ? &tmD : &tmDt"
         w("#pragma unroll")
         w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_, ++box_)")
         w("const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
@@ -758,11 +774,13 @@ class HopperCodegen(_Codegen):
         address and mask), as fp16 into staging buffer ``buf_`` in TMA's 128-byte swizzle. Each ``stmatrix.x4``
         stores two 8-column groups ``g, g+1`` of the warp's 16 rows as four 8 x 8 matrices (rows 0-7 and 8-15 of
         ``g``, then of ``g+1``: accumulators ``4g .. 4g+7`` in pairs); thread ``8i + j`` addresses row ``j`` of
-        matrix ``i``: row ``16w + 8*(i%2) + j``, 16-byte unit ``g%8 + i/2`` of its 128-byte row."""
-        w = self.w
+        matrix ``i``: row ``16w + 8*(i%2) + j``, 16-byte unit ``g%8 + i/2`` of its 128-byte row. The last box of a
+        CTA whose columns are not a multiple of 64 holds ``D_TAIL`` of them, unswizzled (:func:`d_tail_box`): row
+        ``r`` at ``2*D_TAIL*r`` bytes, ``D_TAIL/16`` stmatrix groups."""
+        w, tail = self.w, self.L["D_TAIL"]
         self.templates.add("stmatrix_x4")
         w("#pragma unroll")
-        w.open("for (int p_ = 0; p_ < 4; ++p_)")
+        w.open(f"for (int p_ = 0; p_ < {'(c_ < CTA_N / 64 ? 4 : D_TAIL / 16)' if tail else '4'}; ++p_)")
         w("unsigned h_[4];")
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 4; ++x_)")
@@ -778,7 +796,10 @@ class HopperCodegen(_Codegen):
         w("h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);")
         w.close()
         w("const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);")
-        w("stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);")
+        at = "buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4)"
+        if tail:  # the tail box: rows of D_TAIL columns, unswizzled (d_tail_box)
+            at = f"c_ < CTA_N / 64 ? {at} : buf_ + r_ * (D_TAIL * 2) + (u_ << 4)"
+        w(f"stmatrix_x4({at}, h_[0], h_[1], h_[2], h_[3]);")
         w.close()
 
     def _stage_box_swapped(self, node: C.Epilogue | None, row: str, col: str) -> None:
@@ -886,7 +907,7 @@ class HopperCodegen(_Codegen):
             w(f"tma_load_2d({a_dst}, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {a_row});")
         w("#pragma unroll")
         w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..")
-        w.open("for (int c_ = 0; c_ < CTA_N / 64; ++c_)")
+        w.open(f"for (int c_ = 0; c_ < {self._b_chunks()}; ++c_)")
         b_dst, b_col, b_row = "sB_ + s_ * B_STAGE * 2 + c_ * BK * 128", self.cxx(bc), self.cxx(br)
         if cn > 1:
             b_col += " + cta_n_ * CTA_N"
@@ -899,6 +920,11 @@ class HopperCodegen(_Codegen):
         else:
             w(f"tma_load_2d({b_dst}, &tmB, full_ + 8 * s_, {b_col}, {b_row});")
         w.close()
+
+    def _b_chunks(self) -> str:
+        """B's 64-column chunks per stage: ``CTA_N / 64``, and a last one partly read where ``D_TAIL`` columns
+        end the CTA's tile (not swapped)."""
+        return "CTA_N / 64 + 1" if self.L["D_TAIL"] and not self.L["SWAP"] else "CTA_N / 64"
 
     def _release(self, bar: str) -> str:
         """One thread per consumer warpgroup arrives on stage barrier ``bar``; in a cluster every producer writes

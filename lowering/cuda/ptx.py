@@ -9,7 +9,8 @@ from __future__ import annotations
 
 __all__ = ["TEMPLATES", "WGMMA_N", "WGMMA_SWAP_N", "render"]
 
-WGMMA_N = (64, 128, 192, 256)  # wgmma N extents the Hopper mainloop uses (BN in 64-column swizzle chunks)
+# wgmma N extents of the Hopper mainloop: B in 64-column swizzle chunks, the last one partly read where N % 64 != 0
+WGMMA_N = tuple(range(16, 257, 16))
 WGMMA_SWAP_N = tuple(range(8, 257, 8))  # N extents with B read K-major (the swapped layout: N runs along m)
 
 

@@ -154,6 +154,34 @@ def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster, multic
 @pytest.mark.parametrize(
     ("tile", "options"),
     [
+        ((128, 160, 64), {}),
+        ((64, 48, 32), {}),
+        ((256, 160, 64), {"cluster": 2}),
+        ((128, 320, 64), {"cluster": 2, "multicast": "a"}),
+        ((512, 352, 64), {"cluster": 8, "multicast": "ba"}),
+        ((64, 208, 64), {"pingpong": True}),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
+def test_wgmma_column_tails(shape, transform, tile, options):
+    """CTAs whose columns are not whole 64-column chunks (wgmma's N a multiple of 16): the last B chunk partly
+    read, the epilogue's unswizzled tail box, partial tiles, k % BK != 0, repeats bit-identical."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    split = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", **options, **split)
+    assert kern.program.layout["D_TAIL"] == kern.program.layout["CTA_N"] % 64 != 0
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
         ((136, 128, 64), {}),
         ((72, 64, 64), {}),
         ((8, 256, 32), {}),
@@ -342,7 +370,7 @@ SANITIZE = textwrap.dedent("""
              ((64, 128, 32), 3, {"cluster": 2, "multicast": "a"}), ((40, 64, 32), 5, {}),
              ((64, 128, 64), 3, {"swap": True}), ((128, 128, 32), 2, {"cluster": 4, "multicast": "ab"}),
              ((64, 64, 32), 2, {"pingpong": True}), ((128, 64, 32), 1, {"cluster": 2, "pingpong": True}),
-             ((256, 128, 32), 1, {"cluster": 8, "multicast": "ba"})]
+             ((256, 128, 32), 1, {"cluster": 8, "multicast": "ba"}), ((64, 48, 32), 5, {}), ((128, 80, 32), 2, {})]
     for t in ctgraph.TRANSFORMS:
         kern = ctgraph.compile(ctgraph.gemm(150, 88, 72, macro_tile=(64, 64, 16)), transform=t, workgroups=5,
                                target="cuda", warps=4, stages=2)

@@ -16,6 +16,7 @@ from lowering.cuda.hopper import (
     A_STAGE_MIN_BYTES,
     SMEM_LIMIT,
     accumulator_budget,
+    d_tail_box,
     hopper_layout,
     k_start,
     launch_registers,
@@ -328,10 +329,10 @@ def test_golden_hopper_cu():
         ((128, 128, 16), 1),
         ((256, 192, 64), 1),
         ((192, 256, 64), 1),
-        ((128, 96, 64), 1),
+        ((128, 104, 64), 1),  # wgmma's N: a multiple of 16
         ((128, 320, 64), 1),
         ((320, 64, 64), 1),
-        ((256, 96, 64), 4),
+        ((256, 104, 64), 4),
         ((512, 256, 16), 4),
     ],
     ids=str,
@@ -411,7 +412,7 @@ def test_a_stages_of_small_ctas_stay_8kb_apart(rows, columns):
 def test_swapped_source_compiles_and_transposes(transform, tile, options):
     """The swapped kernel reads B^T MN-major and A^T K-major (``imm-trans-a = 1, imm-trans-b = 0``) and stages D
     with ``stmatrix .trans``; split-K's reduction kernel stores element by element."""
-    kern = cuda_kernel(transform, tile=tile, workgroups=1024, mainloop="wgmma", **options, **SPLITS.get(transform, {}))
+    kern = cuda_kernel(transform, tile=tile, workgroups=4096, mainloop="wgmma", **options, **SPLITS.get(transform, {}))
     src, cta_m = kern.source, kern.program.layout["CTA_M"]
     assert f"wgmma_swap_n{cta_m}(acc, db_, da_, 1);" in src
     reduce = transform == "splitk_reduce"  # partials to a workspace; the reduction kernel stores D
@@ -549,11 +550,39 @@ def test_cluster_source_can_share_a_in_pairs_and_b_in_fours(transform, tile, cta
     assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
 
 
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("tile", "options", "cta_n"),
+    [
+        ((128, 160, 64), {}, 160),
+        ((64, 48, 32), {}, 48),
+        ((256, 160, 64), {"cluster": 2}, 160),
+        ((128, 320, 64), {"cluster": 2, "multicast": "a"}, 160),
+        ((512, 352, 64), {"cluster": 8, "multicast": "ba"}, 176),
+        ((64, 208, 64), {"pingpong": True}, 208),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_ctas_whose_columns_are_not_whole_64_column_chunks(transform, tile, options, cta_n):
+    """wgmma's N = CTA_N, a multiple of 16: B arrives in whole 64-column chunks (the last one partly read) and the
+    epilogue ends each warpgroup's rows in an unswizzled box of D_TAIL = CTA_N % 64 columns (tmDt)."""
+    kern = cuda_kernel(transform, tile=tile, workgroups=4096, mainloop="wgmma", **options, **SPLITS.get(transform, {}))
+    src, lay = kern.source, kern.program.layout
+    chunks = -(-cta_n // 64)
+    assert (lay["SWAP"], lay["CTA_N"], lay["D_TAIL"], lay["B_STAGE"]) == (0, cta_n, cta_n % 64, 64 * chunks * tile[2])
+    assert f"wgmma_n{cta_n}(" in src and "c_ < CTA_N / 64 + 1" in src
+    if transform != "splitk_reduce":  # split-K's main kernel stores no D
+        assert "c_ < CTA_N / 64 ? &tmD : &tmDt" in src and "buf_ + r_ * (D_TAIL * 2) + (u_ << 4)" in src
+    assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
+    assert d_tail_box(lay) == (64, cta_n % 64, 0)
+
+
 def test_multicast_names_the_allowed_operands_and_layouts():
     with pytest.raises(ValueError, match=r"multicast must be None \(the tile.s measured layout\) or one of"):
         _ = cuda_kernel("streamk", mainloop="wgmma", cluster=2, multicast="c").source
-    with pytest.raises(ValueError, match=r"multicast='a'.*BN in \(128, 256, 384, 512\)"):
-        _ = cuda_kernel("streamk", tile=(128, 96, 64), mainloop="wgmma", cluster=2, multicast="a").source
+    with pytest.raises(ValueError, match=r"multicast='a'.*BN a multiple of 32 up to 512"):
+        _ = cuda_kernel("streamk", tile=(128, 72, 64), mainloop="wgmma", cluster=2, multicast="a").source
     with pytest.raises(ValueError, match="swap must be None"):
         _ = cuda_kernel("streamk", mainloop="wgmma", swap=1).source
 
