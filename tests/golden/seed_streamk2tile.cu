@@ -66,10 +66,11 @@ __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
 }
 
-// XOR swizzle of 16-byte chunks so that 8 consecutive rows hit 8 different bank groups
+// XOR swizzle of 16-byte chunks so that 8 consecutive rows hit 8 different bank groups; the chunks of
+// a row past its last whole group of 8 (cpr % 8 of them) stay in place: XORed, they would leave the row
 __device__ __forceinline__ int swz(int row, int chunk, int cpr) {
-    return cpr >= 8 ? chunk ^ (row & 7) : cpr == 4 ? chunk ^ ((row >> 1) & 3)
-         : cpr == 2 ? chunk ^ ((row >> 2) & 1) : chunk;
+    return cpr >= 8 ? ((chunk | 7) < cpr ? chunk ^ (row & 7) : chunk)
+         : cpr == 4 ? chunk ^ ((row >> 1) & 3) : cpr == 2 ? chunk ^ ((row >> 2) & 1) : chunk;
 }
 }  // namespace ctg
 

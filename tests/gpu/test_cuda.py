@@ -57,6 +57,19 @@ def test_matches_numpy_and_repeats_bit_identical(shape, transform, dtype, mainlo
     assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
+@pytest.mark.parametrize("tile", [(256, 160, 64), (128, 96, 96), (64, 176, 32)], ids=str)
+@pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
+@pytest.mark.parametrize("shape", [(129, 136, 1000), (300, 520, 4104)], ids=str)
+def test_mma_rows_of_16_byte_chunks_that_are_not_whole_groups_of_8(shape, transform, tile):
+    """The mma path's XOR swizzle on B rows of 20, 12 or 22 chunks (BN = 160, 96, 176) and A rows of 12 (BK = 96):
+    the chunks past the last group of 8 stay in their row."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), transform=transform, target="cuda", mainloop="mma")
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+
+
 @pytest.mark.parametrize(("dtype", "mainloop"), MAINLOOPS, ids=lambda x: x)
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 @pytest.mark.parametrize(("shape", "raster"), [((300, 300, 512), 8), ((1921, 520, 264), 4), ((1500, 1664, 1032), 8)])
