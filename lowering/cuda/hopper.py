@@ -744,7 +744,7 @@ class HopperCodegen(_Codegen):
                 boxes, tmap = boxes + " + 1", "c_ < CTA_M / D_ROWS ? &tmD : &tmDt"
         else:  # this warpgroup's 64 rows, in boxes of 64 columns (the last: D_TAIL)
             w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * wgi_, j0_ = {self.cxx(col0)}{dj};")
-            boxes, origin = self._b_chunks(), "j0_ + 64 * c_, i0_"
+            boxes, origin = self._column_chunks(), "j0_ + 64 * c_, i0_"
             if self.L["D_TAIL"]:
                 tmap = "c_ < CTA_N / 64 ? &tmD : &tmDt"
         w("#pragma unroll")
@@ -907,7 +907,7 @@ class HopperCodegen(_Codegen):
             w(f"tma_load_2d({a_dst}, &tmA, full_ + 8 * s_, {self.cxx(ac)}, {a_row});")
         w("#pragma unroll")
         w("// B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..")
-        w.open(f"for (int c_ = 0; c_ < {self._b_chunks()}; ++c_)")
+        w.open(f"for (int c_ = 0; c_ < {self._column_chunks()}; ++c_)")
         b_dst, b_col, b_row = "sB_ + s_ * B_STAGE * 2 + c_ * BK * 128", self.cxx(bc), self.cxx(br)
         if cn > 1:
             b_col += " + cta_n_ * CTA_N"
@@ -921,9 +921,9 @@ class HopperCodegen(_Codegen):
             w(f"tma_load_2d({b_dst}, &tmB, full_ + 8 * s_, {b_col}, {b_row});")
         w.close()
 
-    def _b_chunks(self) -> str:
-        """B's 64-column chunks per stage: ``CTA_N / 64``, and a last one partly read where ``D_TAIL`` columns
-        end the CTA's tile (not swapped)."""
+    def _column_chunks(self) -> str:
+        """The CTA's 64-column chunks (B's per stage, D's boxes per warpgroup): ``CTA_N / 64``, and a last one
+        partly used where ``D_TAIL`` columns end the CTA's tile (not swapped)."""
         return "CTA_N / 64 + 1" if self.L["D_TAIL"] and not self.L["SWAP"] else "CTA_N / 64"
 
     def _release(self, bar: str) -> str:
