@@ -412,7 +412,7 @@ def test_a_stages_of_small_ctas_stay_8kb_apart(rows, columns):
 def test_swapped_source_compiles_and_transposes(transform, tile, options):
     """The swapped kernel reads B^T MN-major and A^T K-major (``imm-trans-a = 1, imm-trans-b = 0``) and stages D
     with ``stmatrix .trans``; split-K's reduction kernel stores element by element."""
-    kern = cuda_kernel(transform, tile=tile, workgroups=4096, mainloop="wgmma", **options, **SPLITS.get(transform, {}))
+    kern = cuda_kernel(transform, tile=tile, workgroups=1024, mainloop="wgmma", **options, **SPLITS.get(transform, {}))
     src, cta_m = kern.source, kern.program.layout["CTA_M"]
     assert f"wgmma_swap_n{cta_m}(acc, db_, da_, 1);" in src
     reduce = transform == "splitk_reduce"  # partials to a workspace; the reduction kernel stores D
