@@ -43,8 +43,10 @@ loads ``A_SHARE`` of its row's A rows and ``BK/CLUSTER_M`` k-rows of every B chu
 same stage of the CTAs that share them, so ``full[s]`` of each CTA still receives ``STAGE_BYTES``. A stage is then
 written by several producers of the cluster, so ``empty[s]`` counts the consumer warpgroups of the whole cluster and
 each consumer arrives on the ``empty[s]`` of every CTA. Each CTA keeps its own slice of a workspace slot and its own
-flags, so the fixup needs no traffic between the CTAs. Cluster barriers after the mbarriers are initialised and
-before exit keep every CTA's shared memory alive while the others may still write to it. Per K iteration a CTA reads
+flags, so the fixup needs no traffic between the CTAs. A cluster barrier after the mbarriers are initialised makes
+them ready for the whole cluster; before exit, each producer waits until the consumers of the whole cluster have
+released the ring's last ``STAGES`` fills (the *producer tail*): then no CTA still reads what it multicast nor arrives
+on its barriers, and its shared memory may go (a second cluster barrier there cost ~0.6 us). Per K iteration a CTA reads
 ``A_SHARE`` rows of A and ``BK/CLUSTER_M`` of B's k-rows from the L2, not ``CTA_M`` and ``BK``: that matters most
 when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines and the L2, not the tensor
 cores, bounds the CTAs (:mod:`ctgraph.tiles`).
@@ -415,6 +417,8 @@ class HopperCodegen(_Codegen):
         w.open("if (threadIdx.x == 0)")
         w("Ring ring_;  // ring position: the producer's and consumers' iterations match one for one")
         self._role_body("producer")
+        if clustered:
+            self._producer_tail()
         w.close()
         w.close()
         w.open("else")
@@ -438,11 +442,20 @@ class HopperCodegen(_Codegen):
             # complete before the grid does (visible to the next kernel, as after any store).
             w("if ((tid_ & 127) == 0) bulk_wait_read<0>();  // the last D boxes are read before shared memory goes")
         w.close()
-        if clustered:
-            w("cluster_sync();  // no CTA exits while another may still arrive on its barriers")
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
+
+    def _producer_tail(self) -> None:
+        """Before a clustered CTA exits: wait as for STAGES more fills, i.e. until the consumers of every CTA have
+        released each stage's last fill (``empty[s]`` counts them all). The other CTAs' multicasts into this one and
+        their consumers' arrivals on its barriers have then landed, and they have read all it multicast to them."""
+        self.templates.add("mbar_wait")
+        w = self.w
+        w("// the producer tail: every stage's last fill released by the whole cluster, so shared memory may go")
+        w.open("for (int t_ = 0; t_ < STAGES; ++t_, ring_.next())")
+        w("if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * ring_.stage, ring_.phase ^ 1);")
+        w.close()
 
     # NOTE: the reduction kernel was one 384-thread CTA per cluster CTA, like the main kernel: with few tiles a
     # handful of SMs read every partial (256x256x65536, 4 tiles of 128 x 128 in 33 chunks: 24 us for 8.6 MB).

@@ -81,9 +81,12 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }""",
+    # NOTE: red.release is itself the release pattern (fence.acq_rel + a relaxed red), cumulative over the other
+    # threads' partial stores that the named barrier before it ordered; a fence before it waited for the stores
+    # to drain twice (H100: 0.77 us -> 0.41 us from the barrier to the flag, docs/bench/timeline-probes.txt)
     "red_release_add": """
 __device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
-    asm volatile("fence.acq_rel.gpu;\\n\\tred.release.gpu.global.add.u32 [%0], %1;\\n" :: "l"(p), "r"(v) : "memory");
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\\n" :: "l"(p), "r"(v) : "memory");
 }""",
     "st_relaxed": """
 __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
@@ -210,10 +213,12 @@ __device__ __forceinline__ unsigned cluster_rank() {
     asm volatile("mov.u32 %0, %%cluster_ctarank;\\n" : "=r"(r));
     return r;
 }""",
-    # every thread of every CTA of the cluster arrives, then waits for all (shared memory stays valid)
+    # every thread of every CTA of the cluster arrives, then waits for all. NOTE: relaxed: after
+    # fence.mbarrier_init.release.cluster (fence_mbar_init) it still orders the barriers' initialisation before any use
+    # by the cluster; the release arrive cost ~0.55 us a kernel (H100, docs/bench/timeline-probes.txt)
     "cluster_sync": """
 __device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\\n" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed;\\n\\tbarrier.cluster.wait;\\n" ::: "memory");
 }""",
     "ring": """
 // a position in the ring of STAGES stages: iteration it, its stage it % STAGES and the stage's phase (it / STAGES) & 1

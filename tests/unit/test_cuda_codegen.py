@@ -480,6 +480,12 @@ def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform, tile, cl
         assert op in ptx, op
     if transform not in ("dataparallel", "splitk_reduce"):
         assert "flags + (wg) * CLUSTER + cta_" in src
+    # one relaxed cluster barrier, after the mbarriers are initialised; before exit, the producer tail
+    assert src.count("cluster_sync();") == 1 and "barrier.cluster.arrive.relaxed" in ptx
+    assert "barrier.cluster.arrive.release" not in ptx
+    producer = src[src.index("Ring ring_;  // ring position") : src.index("setmaxnreg_inc<CONSUMER_REGS>();")]
+    tail = producer[producer.index("// the producer tail") :]
+    assert "mbar_wait(empty_ + 8 * ring_.stage, ring_.phase ^ 1);" in tail and "tma_load" not in tail
 
 
 @needs_nvcc
