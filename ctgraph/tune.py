@@ -19,13 +19,14 @@ shape the measured tile (:func:`ctgraph.policy.auto_tile`); a row with ``"tiles"
 ``--update``.
 
 **Layout search** (``--layouts``, with ``macro_tile="auto"``): then the swapped tiles fitted to whole waves on
-cuBLAS's cluster layouts (:func:`ctgraph.tiles.wave_layouts`, which the tile model does not price) are timed under
-:data:`LAYOUT_POLICIES`; the row records each one's best time (``"layouts"``) and, where the fastest beats the row's
-tile by :data:`TILE_MARGIN`, takes its tile and its layout (``"layout"``, :class:`ctgraph.tiles.Layout`), on which
-the other policies are then timed. The wgmma path runs a row's tile on the row's layout where the caller leaves
-the layout open (:func:`ctgraph.policy.auto_layout`). ``--update --layouts`` searches a row with ``"layouts"`` again
-only for the wave layouts it has no time for (:func:`untried_layouts`: those added to the search since), against
-the row's tile and layout.
+cuBLAS's cluster layouts (:func:`ctgraph.tiles.wave_layouts`, which the tile model does not price) and, where the
+row's tile makes few tiles (a grid that splits K), pairs of its CTAs that share an operand (:func:`pair_layouts`) are
+timed under :func:`layout_policies`; the row records each one's best time (``"layouts"``) and, where the fastest
+beats the row's tile by :data:`TILE_MARGIN`, takes its tile and its layout (``"layout"``,
+:class:`ctgraph.tiles.Layout`), on which the other policies are then timed. The wgmma path runs a row's tile on the
+row's layout where the caller leaves the layout open (:func:`ctgraph.policy.auto_layout`). ``--update --layouts``
+searches a row with ``"layouts"`` again only for the layouts it has no time for (:func:`untried_layouts`: those
+added to the search since), against the row's tile and layout.
 
 **Recheck** (``--recheck R``, after a change of the kernels): a searched row's tile, and every tile and layout it
 searched whose best time was within ``R`` times the row's best, are timed again (:func:`recheck`); the row keeps
@@ -51,14 +52,16 @@ from .policy import (
     tile_name,
     user_table_path,
 )
-from .tiles import Layout, choose_tile, ranked_tiles, wave_layouts
+from .tiles import Layout, choose_tile, ranked_tiles, tile_layout, wave_layouts
 
 __all__ = [
     "LAYOUT_POLICIES",
     "TILE_MARGIN",
     "TILE_POLICIES",
     "layout_key",
+    "layout_policies",
     "near_candidates",
+    "pair_layouts",
     "parse_layout_key",
     "pick_tile",
     "recheck",
@@ -75,6 +78,10 @@ TILE_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model",
 TILE_MARGIN = 0.97
 # the policies every wave layout is timed under: its tiles fill whole waves, so split-K has nothing to fill
 LAYOUT_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model")
+# a layout whose tiles are at most this many is timed under split-K's policies too (:func:`layout_policies`)
+SPLIT_TILES = 33
+# a row's own tile (one CTA) is paired on 2-CTA clusters (:func:`pair_layouts`) where it makes at most this many tiles
+PAIR_TILES = 66
 
 
 def time_policy(
@@ -169,17 +176,42 @@ def parse_layout_key(key: str) -> tuple[str, Layout]:
     return tile, Layout.parse(name)
 
 
-def untried_layouts(m: int, n: int, tried: dict[str, float] | None) -> list[tuple[str, Layout]]:
-    """The wave layouts (:func:`ctgraph.tiles.wave_layouts`) of ``m x n`` that a row's ``"layouts"`` has no time for:
-    all of them for a row never searched, the new ones for a row searched before they were added."""
-    fitted = ((tile_name(tile), layout) for tile, layout in wave_layouts(m, n))
-    return [(tile, layout) for tile, layout in fitted if layout_key(tile, layout) not in (tried or {})]
+def pair_layouts(m: int, n: int, tile: str) -> list[tuple[str, Layout]]:
+    """Where ``tile`` runs on one CTA and makes at most :data:`PAIR_TILES` tiles of ``m x n`` (a grid that splits K):
+    two of its CTAs on a cluster that share B (``2*BM x BN``, ``"2b"``) and two that share A (``BM x 2*BN``,
+    ``"2a"``), swapped as the tile is. Each CTA then reads half of the shared operand from the L2 for the same work;
+    on the H100 256x256x65536 ran split-K in 128 x 128 tiles on 66 clusters of 2 CTAs that share B in 32.4 us,
+    against 35.9 in 64 x 64 tiles on 132 CTAs (docs/benchmarks.md). The wave layouts only fit whole waves of tiles."""
+    bm, bn, bk = parse_tile(tile)
+    if bm > 256 or bn > 256 or tile_layout((bm, bn, bk)) is not None or -(-m // bm) * -(-n // bn) > PAIR_TILES:
+        return []
+    swap = bm % 64 != 0
+    return [(tile_name((2 * bm, bn, bk)), Layout(2, "b", swap)), (tile_name((bm, 2 * bn, bk)), Layout(2, "a", swap))]
+
+
+def layout_policies(m: int, n: int, tile: str) -> tuple[str, ...]:
+    """What a layout of ``tile`` is timed under: :data:`LAYOUT_POLICIES`, and split-K's where its tiles of ``m x n``
+    are at most :data:`SPLIT_TILES` (few enough that the grid splits K)."""
+    bm, bn, _ = parse_tile(tile)
+    few = -(-m // bm) * -(-n // bn) <= SPLIT_TILES
+    return LAYOUT_POLICIES + (("splitk_reduce/model", "splitk_reduce/resident") if few else ())
+
+
+def untried_layouts(
+    m: int, n: int, tried: dict[str, float] | None, tiles: tuple[str, ...] = ()
+) -> list[tuple[str, Layout]]:
+    """The wave layouts (:func:`ctgraph.tiles.wave_layouts`) of ``m x n``, and the pairs of CTAs of each of ``tiles``
+    (:func:`pair_layouts`), that a row's ``"layouts"`` has no time for: all of them for a row never searched, the new
+    ones for a row searched before they were added."""
+    fitted = [(tile_name(t), layout) for t, layout in wave_layouts(m, n)]
+    fitted += [pair for tile in tiles for pair in pair_layouts(m, n, tile)]
+    return [(t, layout) for t, layout in dict.fromkeys(fitted) if layout_key(t, layout) not in (tried or {})]
 
 
 def _search_layouts(
     m: int, n: int, k: int, best: float, A: Any, B: Any, D: Any, candidates: list[tuple[str, Layout]]
 ) -> tuple[tuple[str, Layout, dict[str, float]] | None, dict[str, float]]:
-    """Time ``candidates`` (:func:`untried_layouts`) under :data:`LAYOUT_POLICIES`: ``(kept, times)``, where ``kept``
+    """Time ``candidates`` (:func:`untried_layouts`) under :func:`layout_policies`: ``(kept, times)``, where ``kept``
     is the fastest as ``(tile, layout, its policies' seconds)`` where it beats ``best`` (the row's tile and layout) by
     :data:`TILE_MARGIN`, else None, and ``times`` each one's best seconds by its ``"tile layout"`` key."""
     import ctgraph
@@ -187,11 +219,18 @@ def _search_layouts(
     timed = {}
     for tile, layout in candidates:
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
-        seconds = _time_policies(g, [BY_NAME[p] for p in LAYOUT_POLICIES], A, B, D, layout.options())
+        seconds = _time_policies(g, [BY_NAME[p] for p in layout_policies(m, n, tile)], A, B, D, layout.options())
         timed[layout_key(tile, layout)] = (tile, layout, seconds)
     times = {name: min(s.values()) for name, (_, _, s) in timed.items()}
     fastest = min(times, key=times.__getitem__, default=None)
     return (timed[fastest] if fastest is not None and times[fastest] <= TILE_MARGIN * best else None), times
+
+
+def _paired(row: dict[str, Any] | None, tile: str) -> tuple[str, ...]:
+    """The tiles whose CTAs a layout search pairs (:func:`pair_layouts`): the row's own and the fastest other tile
+    its tile search timed."""
+    others = sorted((t for t in (row or {}).get("tiles", {}) if t != tile), key=lambda t: row["tiles"][t])
+    return (tile, *others[:1])
 
 
 def _own(row: dict[str, Any]) -> tuple[str, Layout | None]:
@@ -211,7 +250,7 @@ def near_candidates(row: dict[str, Any], ratio: float) -> list[tuple[str, Layout
 
 def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[str, Any]:
     """A searched table row (``"tiles"`` or ``"layouts"``) timed again: its tile and layout, and each tile (under
-    :data:`TILE_POLICIES`) and layout (under :data:`LAYOUT_POLICIES`) it searched whose best was within ``ratio``
+    :data:`TILE_POLICIES`) and layout (under :func:`layout_policies`) it searched whose best was within ``ratio``
     times the row's best (:func:`near_candidates`; a tile equal to the row's own runs on the row's layout, as
     ``macro_tile="auto"`` runs it, :func:`lowering.cuda.with_tuned_layout`). Their new bests replace the old in
     ``"tiles"`` and ``"layouts"``; the row keeps the fastest where it beats its own tile and layout by
@@ -223,7 +262,7 @@ def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[s
     timed = {}
     for tile, layout in near_candidates(old, ratio):
         g = ctgraph.gemm(m, n, k, macro_tile=parse_tile(tile))
-        policies = [BY_NAME[p] for p in (LAYOUT_POLICIES if layout else TILE_POLICIES)]
+        policies = [BY_NAME[p] for p in (layout_policies(m, n, tile) if layout else TILE_POLICIES)]
         timed[tile, layout] = min(_time_policies(g, policies, A, B, D, layout.options() if layout else None).values())
     fastest = min(timed, key=timed.__getitem__)
     tile, layout = fastest if timed[fastest] <= TILE_MARGIN * timed[own] else own
@@ -293,7 +332,7 @@ def tune(
         layout = Layout.parse(old["layout"]) if old is not None and "layout" in old and old["tile"] == tile else None
         missing = [p for p in POLICIES if p.name not in seconds]
         tried = old.get("layouts") if old is not None else None
-        untried = untried_layouts(m, n, tried) if layouts else []
+        untried = untried_layouts(m, n, tried, _paired(old, tile) if layout is None else ()) if layouts else []
         searched_all = old is not None and (not tiles or "tiles" in old) and not untried
         rechecked = old if recheck_within and old is not None and ("tiles" in old or "layouts" in old) else None
         if old is not None and seconds and not missing and searched_all and rechecked is None:

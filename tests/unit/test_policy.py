@@ -221,6 +221,32 @@ def test_a_layout_search_after_the_wave_layouts_grew_times_only_the_new_ones():
     assert layout_key("144x256x64", Layout.parse("8ab/swap")) == "144x256x64 8ab/swap"
 
 
+def test_a_layout_search_pairs_the_ctas_of_a_tile_that_splits_k():
+    from ctgraph.tiles import Layout
+    from ctgraph.tune import LAYOUT_POLICIES, PAIR_TILES, layout_policies, pair_layouts, untried_layouts
+
+    # 16 tiles of 64 x 64: two CTAs that share B (the tile twice as tall) and two that share A (twice as wide)
+    assert pair_layouts(256, 256, "64x64x64") == [
+        ("128x64x64", Layout(2, "b", False)),
+        ("64x128x64", Layout(2, "a", False)),
+    ]
+    # a swapped tile (rows not a multiple of 64) pairs swapped CTAs
+    assert {layout.swap for _, layout in pair_layouts(168, 168, "48x64x64")} == {True}
+    # no pairs where the tiles fill the GPU, or where the tile already runs on several CTAs
+    assert pair_layouts(8192, 8192, "128x128x64") == []
+    assert (8192 // 128) ** 2 > PAIR_TILES
+    assert pair_layouts(256, 256, "512x128x64") == []
+    # a search times the pairs of each tile given, after the wave layouts, each once and only if untried
+    pairs = pair_layouts(256, 256, "64x64x64") + pair_layouts(256, 256, "64x128x64")
+    untried = untried_layouts(256, 256, None, ("64x64x64", "64x128x64", "64x64x64"))
+    assert untried[-len(pairs) :] == pairs and len(untried) == len(set(untried))
+    assert untried_layouts(256, 256, None)[: len(untried) - len(pairs)] == untried[: -len(pairs)]
+    # split-K is timed only on layouts of few tiles, where the grid splits K
+    assert layout_policies(256, 256, "128x128x64")[: len(LAYOUT_POLICIES)] == LAYOUT_POLICIES
+    assert "splitk_reduce/resident" in layout_policies(256, 256, "128x128x64")
+    assert layout_policies(8192, 8192, "128x256x64") == LAYOUT_POLICIES
+
+
 def test_pick_tile_keeps_the_model_tile_unless_another_is_clearly_faster():
     from ctgraph.tune import pick_tile
 
