@@ -229,7 +229,8 @@ def _search_layouts(
 def _paired(row: dict[str, Any] | None, tile: str) -> tuple[str, ...]:
     """The tiles whose CTAs a layout search pairs (:func:`pair_layouts`): the row's own and the fastest other tile
     its tile search timed."""
-    others = sorted((t for t in (row or {}).get("tiles", {}) if t != tile), key=lambda t: row["tiles"][t])
+    timed: dict[str, float] = (row or {}).get("tiles", {})
+    others = sorted((t for t in timed if t != tile), key=timed.__getitem__)
     return (tile, *others[:1])
 
 

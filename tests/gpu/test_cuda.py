@@ -596,13 +596,14 @@ def test_tune_recheck_times_a_searched_rows_near_candidates_again(tmp_path, monk
 
 
 def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path, monkeypatch, request):
-    """``tune --layouts``: every wave layout is timed; where one is kept, ``macro_tile="auto"`` and ``transform="auto"``
-    run the row's tile on it, and give the right answer; a layout row written by hand runs the same way."""
+    """``tune --layouts``: every wave layout, and every pair of the tile's CTAs, is timed; where one is kept,
+    ``macro_tile="auto"`` and ``transform="auto"`` run the row's tile on it, and give the right answer; a layout row
+    written by hand runs the same way."""
     import torch
 
     from ctgraph.policy import POLICIES, TuningTable, load_table, parse_tile, select, tile_name, user_table_path
-    from ctgraph.tiles import Layout, wave_layouts
-    from ctgraph.tune import layout_key, tune
+    from ctgraph.tiles import Layout, choose_tile
+    from ctgraph.tune import layout_key, pair_layouts, tune, untried_layouts
 
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CTGRAPH_TILE_DEVICE", torch.cuda.get_device_name())
@@ -612,7 +613,9 @@ def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path
     shape = (300, 520, 1000)
     table = tune([shape], layouts=True, progress=False)
     row = table.rows[0]
-    assert list(row["layouts"]) == [layout_key(tile_name(t), lay) for t, lay in wave_layouts(300, 520)]
+    model = tile_name(choose_tile(*shape))  # the row's tile before the search: its CTAs are paired
+    assert pair_layouts(300, 520, model)
+    assert list(row["layouts"]) == [layout_key(t, lay) for t, lay in untried_layouts(300, 520, None, (model,))]
     assert set(row["seconds"]) == {p.name for p in POLICIES}
     forced = dict(row, m=600, tile="64x128x64", layout="2b/swap", best="streamk2tile/model")  # by hand
     table = table.updated([forced])

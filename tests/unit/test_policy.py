@@ -234,7 +234,7 @@ def test_a_layout_search_pairs_the_ctas_of_a_tile_that_splits_k():
     assert {layout.swap for _, layout in pair_layouts(168, 168, "48x64x64")} == {True}
     # no pairs where the tiles fill the GPU, or where the tile already runs on several CTAs
     assert pair_layouts(8192, 8192, "128x128x64") == []
-    assert (8192 // 128) ** 2 > PAIR_TILES
+    assert PAIR_TILES < (8192 // 128) ** 2
     assert pair_layouts(256, 256, "512x128x64") == []
     # a search times the pairs of each tile given, after the wave layouts, each once and only if untried
     pairs = pair_layouts(256, 256, "64x64x64") + pair_layouts(256, 256, "64x128x64")
