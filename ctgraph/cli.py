@@ -267,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--layouts",
         action="store_true",
-        help="also time swapped tiles fitted to whole waves on cuBLAS's cluster layouts and keep one that is faster",
+        help="also time swapped tiles fitted to whole waves on cuBLAS's cluster layouts, and pairs of CTAs of a tile "
+        "that splits K, and keep one that is faster",
     )
     p.add_argument(
         "--recheck",
