@@ -450,12 +450,18 @@ class HopperCodegen(_Codegen):
         """Before a clustered CTA exits: wait as for STAGES more fills, i.e. until the consumers of every CTA have
         released each stage's last fill (``empty[s]`` counts them all). The other CTAs' multicasts into this one and
         their consumers' arrivals on its barriers have then landed, and they have read all it multicast to them."""
-        self.templates.add("mbar_wait")
         w = self.w
         w("// the producer tail: every stage's last fill released by the whole cluster, so shared memory may go")
         w.open("for (int t_ = 0; t_ < STAGES; ++t_, ring_.next())")
-        w("if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * ring_.stage, ring_.phase ^ 1);")
+        self._wait_released("ring_.stage")
         w.close()
+
+    def _wait_released(self, stage: str) -> None:
+        """The producer, at ring position ``ring_`` (stage ``stage``): wait until the consumers have released the
+        stage's previous fill (none in the ring's first lap)."""
+        self.templates.add("mbar_wait")
+        wait = f"mbar_wait(empty_ + 8 * {stage}, ring_.phase ^ 1);"
+        self.w(f"if (ring_.it >= STAGES) {wait}  // the consumers released this stage")
 
     # NOTE: the reduction kernel was one 384-thread CTA per cluster CTA, like the main kernel: with few tiles a
     # handful of SMs read every partial (256x256x65536, 4 tiles of 128 x 128 in 33 chunks: 24 us for 8.6 MB).
@@ -675,7 +681,7 @@ class HopperCodegen(_Codegen):
         w("#pragma unroll 1")
         w.open("for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next())")
         w("const unsigned s_ = ring_.stage;")
-        w("if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage")
+        self._wait_released("s_")
         w("const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);")
         w("const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));")
         w("mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);")
@@ -893,7 +899,7 @@ class HopperCodegen(_Codegen):
         iteration is ``k0_ + counter`` where :func:`k_start` found its start."""
         w = self.w
         w("const unsigned s_ = ring_.stage;")
-        w("if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage")
+        self._wait_released("s_")
         w("mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);")
         value = assign.value if k0 is None else sympy.Symbol("k0_", integer=True) + counter
         w(f"const int {assign.target.name} = {self.cxx(value)};")
