@@ -111,6 +111,7 @@ __all__ = [
 ]
 
 SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
+WATCHDOG_NS = 20 * 10**9  # a CTA that has not finished after this long traps: its mbarrier waits are bare loops
 MAX_STAGES = 8
 D_BUFFERS = 2  # staged D boxes per consumer warpgroup: one is filled while TMA stores the other
 R_UNROLL = 8  # the reduction kernel's loop over the partials, unrolled: loads in flight per thread
@@ -254,7 +255,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     stage = (cn * a_share * bk + bk * b_cols) * 2  # the bytes each CTA's stage receives
     # A's region: rounded up to 1024 bytes (B's swizzle atoms stay aligned), and at least A_STAGE_MIN_BYTES
     a_stage = max(-(-cta_m * bk // 512) * 512, A_STAGE_MIN_BYTES // 2)
-    barriers = 16 * MAX_STAGES + 16 * opts.pingpong  # full and empty per stage, and ping-pong's two turns
+    # full and empty per stage, ping-pong's two turns, and the watchdog's
+    barriers = 16 * MAX_STAGES + 16 * opts.pingpong + 8
     staging = warpgroups * D_BUFFERS * 64 * 64 * 2  # the epilogue's D boxes: two per consumer warpgroup
     stride = a_stage * 2 + bk * b_cols * 2  # one ring stage's bytes of shared memory
     stages = min(MAX_STAGES, (SMEM_LIMIT - 1024 - barriers - staging) // stride)
@@ -376,7 +378,8 @@ class HopperCodegen(_Codegen):
         if self.reduction:
             return self._reduction_kernel()
         w, k = self.w, self.kernel
-        self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc", "mbar_init", "fence_mbar_init"}
+        self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc", "mbar_init", "fence_mbar_init",
+                           "mbar_arrive"}
         self.templates.add("ring")  # both roles step a Ring through the stages
         stores = any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
         clustered = self.L["CLUSTER"] > 1
@@ -397,6 +400,7 @@ class HopperCodegen(_Codegen):
         w("const unsigned full_ = sD_ + WARPGROUPS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;")
         if self.L["PINGPONG"]:
             w("const unsigned turn_ = empty_ + STAGES * 8;")
+        w("const unsigned done_ = empty_ + STAGES * 8 + 16 * PINGPONG;  // the roles' arrivals as they finish")
         self.templates.add("prefetch_tensormap")
         w.open("if (threadIdx.x == 0)")
         maps = ("tmA", "tmB", "tmD", "tmDt")[: (3 + bool(self.L["D_TAIL"])) if stores else 2]
@@ -407,6 +411,7 @@ class HopperCodegen(_Codegen):
         w.close()
         if self.L["PINGPONG"]:
             w("mbar_init(turn_, 1), mbar_init(turn_ + 8, 1);  // warpgroup w's turn: the other has handed over")
+        w("mbar_init(done_, 1 + 128 * WARPGROUPS);  // the producer and every math thread")
         w("fence_mbar_init();")
         w.close()
         self._dependent_launch()
@@ -414,12 +419,13 @@ class HopperCodegen(_Codegen):
         w("// warpgroup 0 produces (TMA), the others consume (wgmma, fixup, epilogue)")
         w.open("if (threadIdx.x < 128)")
         w("setmaxnreg_dec<PRODUCER_REGS>();")
-        w.open("if (threadIdx.x == 0)")
+        self._watchdog()
+        w("if (threadIdx.x != 0) exit_thread();  // the producer is thread 0 alone")
         w("Ring ring_;  // ring position: the producer's and consumers' iterations match one for one")
         self._role_body("producer")
         if clustered:
             self._producer_tail()
-        w.close()
+        w("mbar_arrive(done_);  // finished")
         w.close()
         w.open("else")
         w("setmaxnreg_inc<CONSUMER_REGS>();")
@@ -441,10 +447,24 @@ class HopperCodegen(_Codegen):
             # NOTE: .read suffices: shared memory must outlive the stores' reads of it; their global writes
             # complete before the grid does (visible to the next kernel, as after any store).
             w("if ((tid_ & 127) == 0) bulk_wait_read<0>();  // the last D boxes are read before shared memory goes")
+        w("mbar_arrive(done_);  // finished")
         w.close()
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
+
+    def _watchdog(self) -> None:
+        """Warp 1's first thread watches the CTA (:data:`WATCHDOG_NS`); the rest of warpgroup 0 but the producer
+        leaves. Only exits part the producer from the others: a branch taken by some threads of warp 0 would leave
+        the producer on a divergent path, where ptxas keeps its loop's values in vector registers (moved to uniform
+        ones for each TMA and barrier: 48 ``R2UR`` against 26 at 4096^3, ~5% of its time). So warp 1's branch is on
+        a warp index ptxas sees to be warp-uniform, and the threads that do not produce ``exit`` instead of
+        branching past the producer."""
+        self.templates |= {"watchdog", "warp_index", "exit_thread"}
+        self.w.open("if (warp_index() == 1)")
+        self.w(f"if (threadIdx.x == 32) watchdog(done_, {WATCHDOG_NS}ull);  // traps if this CTA never finishes")
+        self.w("exit_thread();")
+        self.w.close()
 
     def _producer_tail(self) -> None:
         """Before a clustered CTA exits: wait as for STAGES more fills, i.e. until the consumers of every CTA have

@@ -116,16 +116,39 @@ __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: "r"(bar) : "memory");
 }""",
-    # wait for the phase of parity `parity` to complete; a phase that never completes traps (no hang)
+    # wait for the phase of parity `parity` to complete: the bare try_wait loop, which ptxas turns into a wait that
+    # falls through when the phase is complete and keeps the code around it on the uniform datapath (a poll
+    # counter in the loop cost 3-9% at 4096^3); the CTA's watchdog bounds it (a phase that never completes traps)
     "mbar_wait": """
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done = 0, tries = 0;
-    while (true) {
-        asm volatile("{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"
-                     "selp.u32 %0, 1, 0, p;\\n}\\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        if (done) return;
-        if (++tries > (1u << 26)) __trap();
+    asm volatile("{\\n.reg .pred p;\\nWAIT_%=:\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n"
+                 "@!p bra WAIT_%=;\\n}\\n" :: "r"(bar), "r"(parity) : "memory");
+}""",
+    # one thread's watch over its CTA: sleep on the mbarrier `done`, which every role arrives on once as it
+    # finishes (try_wait resumes as soon as the phase completes), and trap if the CTA has not finished `limit_ns`
+    # after the watch began: every mbar_wait of the CTA is then an error after a while, never a hang
+    "watchdog": """
+__device__ __forceinline__ void watchdog(unsigned done, unsigned long long limit_ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;\\n" : "=l"(start));
+    for (unsigned finished = 0;;) {
+        asm volatile("{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0, 1000000;\\n"
+                     "selp.u32 %0, 1, 0, p;\\n}\\n" : "=r"(finished) : "r"(done) : "memory");
+        if (finished) return;
+        asm volatile("mov.u64 %0, %%globaltimer;\\n" : "=l"(now));
+        if (now - start > limit_ns) __trap();
     }
+}""",
+    # the thread's warp, through a shuffle from lane 0 so that ptxas knows it is the same in the whole warp (a
+    # branch on it is warp-uniform)
+    "warp_index": """
+__device__ __forceinline__ unsigned warp_index() {
+    return __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+}""",
+    # the thread leaves the kernel here (PTX exit; the C++ that follows is never reached)
+    "exit_thread": """
+__device__ __forceinline__ void exit_thread() {
+    asm volatile("exit;\\n" ::: "memory");
 }""",
     # TMA: a 2-D box at (c0 = column, c1 = row) of the tensor map into shared memory; completes on `bar`
     "tma_load_2d": """

@@ -13,6 +13,7 @@ constexpr int CTA_N = 64;
 constexpr int CLUSTER_M = 1;
 constexpr int CONSUMERS = 1;
 constexpr int THREADS = 128;
+constexpr int PINGPONG = 0;
 constexpr int WARPGROUPS = 1;
 constexpr int BLOCK = 256;
 constexpr int WM = 4;
@@ -75,13 +76,25 @@ __device__ __forceinline__ void mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done = 0, tries = 0;
-    while (true) {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        if (done) return;
-        if (++tries > (1u << 26)) __trap();
+    asm volatile("{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void watchdog(unsigned done, unsigned long long limit_ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(start));
+    for (unsigned finished = 0;;) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0, 1000000;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(finished) : "r"(done) : "memory");
+        if (finished) return;
+        asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(now));
+        if (now - start > limit_ns) __trap();
     }
+}
+__device__ __forceinline__ unsigned warp_index() {
+    return __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+}
+__device__ __forceinline__ void exit_thread() {
+    asm volatile("exit;\n" ::: "memory");
 }
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsigned bar, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
@@ -185,12 +198,14 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     const unsigned sB_ = sA_ + STAGES * A_STAGE * 2;
     [[maybe_unused]] const unsigned sD_ = sB_ + STAGES * B_STAGE * 2;
     const unsigned full_ = sD_ + WARPGROUPS * D_BUFFERS * D_STAGE * 2, empty_ = full_ + STAGES * 8;
+    const unsigned done_ = empty_ + STAGES * 8 + 16 * PINGPONG;  // the roles' arrivals as they finish
     if (threadIdx.x == 0) {
         prefetch_tensormap(&tmA); prefetch_tensormap(&tmB); prefetch_tensormap(&tmD);  // fetched while the barriers are set up
         for (int s_ = 0; s_ < STAGES; ++s_) {
             mbar_init(full_ + 8 * s_, 1);  // the producer's expect_tx arrival (+ the TMA bytes)
             mbar_init(empty_ + 8 * s_, CONSUMERS * CLUSTER);  // one arrival per consumer warpgroup of the cluster
         }
+        mbar_init(done_, 1 + 128 * WARPGROUPS);  // the producer and every math thread
         fence_mbar_init();
     }
     griddep_wait();  // the previous kernel has finished and its writes are visible
@@ -198,75 +213,108 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
     // warpgroup 0 produces (TMA), the others consume (wgmma, fixup, epilogue)
     if (threadIdx.x < 128) {
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
-            Ring ring_;  // ring position: the producer's and consumers' iterations match one for one
-            int child_sk = 0;
-            int forK_dp = 0;
-            int forK_sk = 0;
-            int forTile_dp = 0;
-            int forTile_sk = 0;
-            int kStart = 0;
-            int level_sk = 0;
-            int m = 0;
-            int n = 0;
-            int root_sk = 0;
-            int stride_sk = 0;
-            for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
-                m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
-                n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
-                kStart = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);
+        if (warp_index() == 1) {
+            if (threadIdx.x == 32) watchdog(done_, 20000000000ull);  // traps if this CTA never finishes
+            exit_thread();
+        }
+        if (threadIdx.x != 0) exit_thread();  // the producer is thread 0 alone
+        Ring ring_;  // ring position: the producer's and consumers' iterations match one for one
+        int child_sk = 0;
+        int forK_dp = 0;
+        int forK_sk = 0;
+        int forTile_dp = 0;
+        int forTile_sk = 0;
+        int kStart = 0;
+        int level_sk = 0;
+        int m = 0;
+        int n = 0;
+        int root_sk = 0;
+        int stride_sk = 0;
+        for (forTile_sk = 0; forTile_sk < numSKTilesPerWG && forTile_sk + numSKTilesPerWG*wg < numTilesSK && forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM; forTile_sk += forK_sk) {
+            m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
+            n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
+            kStart = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);
+             {
+                const int k0_ = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);  // k at forK_sk = 0: it then advances with forK_sk
+                forK_sk = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
                  {
-                    const int k0_ = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);  // k at forK_sk = 0: it then advances with forK_sk
-                    forK_sk = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
-                     {
-                        const unsigned s_ = ring_.stage;
-                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
-                        mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = forK_sk + k0_;
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
-                        #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
-                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
-                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
-                        }
-                    }
-                    ring_.next();
-                    // K loop: trip count from its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
-                    int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
-                    if (hi_ > 0) {
-                        const int f_ = hi_ - 1;
-                        if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
-                    }
-                    while (lo_ < hi_) {
-                        const int f_ = (lo_ + hi_) >> 1;
-                        if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
-                    }
-                    const int count_ = lo_;
-                    #pragma unroll 1
-                    for (forK_sk = 1; forK_sk < count_; ++forK_sk, ring_.next()) {
-                        const unsigned s_ = ring_.stage;
-                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
-                        mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = forK_sk + k0_;
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
-                        #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
-                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
-                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
-                        }
+                    const unsigned s_ = ring_.stage;
+                    if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
+                    mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
+                    const int k = forK_sk + k0_;
+                    tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
+                    #pragma unroll
+                    // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                    for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                        tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
                     }
                 }
-                if (kStart != 0) {
-                    for (stride_sk = 1; ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) == m && (wg % (4*stride_sk)) == 0 && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(stride_sk + wg) < numTilesSK && numSKTilesPerWG*(stride_sk + wg) < totalTiles && stride_sk + wg < numWGs && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) < numTilesM; stride_sk += 3*stride_sk) {
-                        for (child_sk = stride_sk + wg; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk < 4*stride_sk + wg && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += stride_sk) {
+                ring_.next();
+                // K loop: trip count from its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
+                int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
+                if (hi_ > 0) {
+                    const int f_ = hi_ - 1;
+                    if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
+                }
+                while (lo_ < hi_) {
+                    const int f_ = (lo_ + hi_) >> 1;
+                    if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                }
+                const int count_ = lo_;
+                #pragma unroll 1
+                for (forK_sk = 1; forK_sk < count_; ++forK_sk, ring_.next()) {
+                    const unsigned s_ = ring_.stage;
+                    if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
+                    mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
+                    const int k = forK_sk + k0_;
+                    tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
+                    #pragma unroll
+                    // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                    for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                        tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
+                    }
+                }
+            }
+            if (kStart != 0) {
+                for (stride_sk = 1; ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) == m && (wg % (4*stride_sk)) == 0 && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(stride_sk + wg) < numTilesSK && numSKTilesPerWG*(stride_sk + wg) < totalTiles && stride_sk + wg < numWGs && ((numSKTilesPerWG*(stride_sk + wg) / numTilesK) / numTilesN) < numTilesM; stride_sk += 3*stride_sk) {
+                    for (child_sk = stride_sk + wg; ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) == m && ((child_sk*numSKTilesPerWG / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && child_sk < numWGs && child_sk < 4*stride_sk + wg && child_sk*numSKTilesPerWG < numTilesSK && child_sk*numSKTilesPerWG < totalTiles && ((child_sk*numSKTilesPerWG / numTilesK) / numTilesN) < numTilesM; child_sk += stride_sk) {
+                         {
+                            unsigned spins_ = 0, limit_ = 16777216u;
+                            while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
+                                if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
+                        }
+                        fence_proxy_async_global();  // the partial it released is read by the bulk copies
+                         {
+                            const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
+                            #pragma unroll 1
+                            for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next()) {
+                                const unsigned s_ = ring_.stage;
+                                if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
+                                const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
+                                const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
+                                mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
+                                bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);
+                                if (eb_ > 0) {
+                                    bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);
+                                }
+                            }
+                        }
+                        st_relaxed(flags + (child_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
+                    }
+                }
+            }
+            if (kStart == 0) {
+                if (forK_sk < numTilesK) {
+                    for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < totalTiles && level_sk + wg - ((wg % level_sk)) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) < numTilesM || (wg % (4*level_sk)) >= 3*level_sk) && level_sk < numWGs; level_sk += 3*level_sk) {
+                        for (root_sk = level_sk + wg - ((wg % level_sk)); ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*root_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && root_sk < numWGs && numSKTilesPerWG*root_sk < numTilesSK && numSKTilesPerWG*root_sk < totalTiles && ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) < numTilesM && (root_sk % (4*level_sk)) != 0; root_sk += level_sk) {
                              {
                                 unsigned spins_ = 0, limit_ = 16777216u;
-                                while (ld_acquire(flags + (child_sk) * CLUSTER + cta_) != 1u)
+                                while (ld_acquire(flags + (root_sk) * CLUSTER + cta_) != 1u)
                                     if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
                             }
                             fence_proxy_async_global();  // the partial it released is read by the bulk copies
                              {
-                                const float* ws_ = workspace + (size_t)(child_sk) * (BM * BN) + cta_ * (THREADS * NACC);
+                                const float* ws_ = workspace + (size_t)(root_sk) * (BM * BN) + cta_ * (THREADS * NACC);
                                 #pragma unroll 1
                                 for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next()) {
                                     const unsigned s_ = ring_.stage;
@@ -280,87 +328,58 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                                     }
                                 }
                             }
-                            st_relaxed(flags + (child_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
-                        }
-                    }
-                }
-                if (kStart == 0) {
-                    if (forK_sk < numTilesK) {
-                        for (level_sk = 1; (((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < numTilesSK && numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) < totalTiles && level_sk + wg - ((wg % level_sk)) < numWGs && ((numSKTilesPerWG*(level_sk + wg - ((wg % level_sk))) / numTilesK) / numTilesN) < numTilesM || (wg % (4*level_sk)) >= 3*level_sk) && level_sk < numWGs; level_sk += 3*level_sk) {
-                            for (root_sk = level_sk + wg - ((wg % level_sk)); ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) == m && ((numSKTilesPerWG*root_sk / numTilesK) % numTilesN) == n && 0 < numSKTilesPerWG && root_sk < numWGs && numSKTilesPerWG*root_sk < numTilesSK && numSKTilesPerWG*root_sk < totalTiles && ((numSKTilesPerWG*root_sk / numTilesK) / numTilesN) < numTilesM && (root_sk % (4*level_sk)) != 0; root_sk += level_sk) {
-                                 {
-                                    unsigned spins_ = 0, limit_ = 16777216u;
-                                    while (ld_acquire(flags + (root_sk) * CLUSTER + cta_) != 1u)
-                                        if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang
-                                }
-                                fence_proxy_async_global();  // the partial it released is read by the bulk copies
-                                 {
-                                    const float* ws_ = workspace + (size_t)(root_sk) * (BM * BN) + cta_ * (THREADS * NACC);
-                                    #pragma unroll 1
-                                    for (int c_ = 0; c_ < FIX_CHUNKS; ++c_, ring_.next()) {
-                                        const unsigned s_ = ring_.stage;
-                                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
-                                        const int e0_ = c_ * (FIX_EA + FIX_EB), ea_ = min(FIX_EA, NACC - e0_);
-                                        const int eb_ = max(0, min(FIX_EB, NACC - e0_ - FIX_EA));
-                                        mbar_expect_tx(full_ + 8 * s_, (ea_ + eb_) * THREADS * 4);
-                                        bulk_load(sA_ + s_ * A_STAGE * 2, ws_ + e0_ * THREADS, ea_ * THREADS * 4, full_ + 8 * s_);
-                                        if (eb_ > 0) {
-                                            bulk_load(sB_ + s_ * B_STAGE * 2, ws_ + (e0_ + FIX_EA) * THREADS, eb_ * THREADS * 4, full_ + 8 * s_);
-                                        }
-                                    }
-                                }
-                                st_relaxed(flags + (root_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
-                            }
-                        }
-                    }
-                }
-            }
-            for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM; forTile_dp += forK_dp) {
-                m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
-                n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
-                 {
-                    const int k0_ = ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);  // k at forK_dp = 0: it then advances with forK_dp
-                    forK_dp = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
-                     {
-                        const unsigned s_ = ring_.stage;
-                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
-                        mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = forK_dp + k0_;
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
-                        #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
-                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
-                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
-                        }
-                    }
-                    ring_.next();
-                    // K loop: trip count from its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
-                    int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
-                    if (hi_ > 0) {
-                        const int f_ = hi_ - 1;
-                        if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
-                    }
-                    while (lo_ < hi_) {
-                        const int f_ = (lo_ + hi_) >> 1;
-                        if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
-                    }
-                    const int count_ = lo_;
-                    #pragma unroll 1
-                    for (forK_dp = 1; forK_dp < count_; ++forK_dp, ring_.next()) {
-                        const unsigned s_ = ring_.stage;
-                        if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
-                        mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
-                        const int k = forK_dp + k0_;
-                        tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
-                        #pragma unroll
-                        // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
-                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
-                            tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
+                            st_relaxed(flags + (root_sk) * CLUSTER + cta_, 0u);  // reset for the next launch
                         }
                     }
                 }
             }
         }
+        for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM; forTile_dp += forK_dp) {
+            m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
+            n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
+             {
+                const int k0_ = ((forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK);  // k at forK_dp = 0: it then advances with forK_dp
+                forK_dp = 0;  // the loop runs at least once here: iteration 0 goes out before the trip count
+                 {
+                    const unsigned s_ = ring_.stage;
+                    if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
+                    mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
+                    const int k = forK_dp + k0_;
+                    tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
+                    #pragma unroll
+                    // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                    for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                        tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
+                    }
+                }
+                ring_.next();
+                // K loop: trip count from its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
+                int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
+                if (hi_ > 0) {
+                    const int f_ = hi_ - 1;
+                    if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
+                }
+                while (lo_ < hi_) {
+                    const int f_ = (lo_ + hi_) >> 1;
+                    if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
+                }
+                const int count_ = lo_;
+                #pragma unroll 1
+                for (forK_dp = 1; forK_dp < count_; ++forK_dp, ring_.next()) {
+                    const unsigned s_ = ring_.stage;
+                    if (ring_.it >= STAGES) mbar_wait(empty_ + 8 * s_, ring_.phase ^ 1);  // the consumers released this stage
+                    mbar_expect_tx(full_ + 8 * s_, STAGE_BYTES);
+                    const int k = forK_dp + k0_;
+                    tma_load_2d(sA_ + s_ * A_STAGE * 2, &tmA, full_ + 8 * s_, 32*k, 64*m);
+                    #pragma unroll
+                    // B in 64-column chunks (one 128-byte swizzle span each); this CTA loads k-rows cta_m_*BK/CLUSTER_M ..
+                    for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                        tma_load_2d(sB_ + s_ * B_STAGE * 2 + c_ * BK * 128, &tmB, full_ + 8 * s_, 64*n + 64 * c_, 32*k);
+                    }
+                }
+            }
+        }
+        mbar_arrive(done_);  // finished
     }
     else {
         setmaxnreg_inc<CONSUMER_REGS>();
@@ -618,5 +637,6 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             }
         }
         if ((tid_ & 127) == 0) bulk_wait_read<0>();  // the last D boxes are read before shared memory goes
+        mbar_arrive(done_);  // finished
     }
 }
