@@ -19,6 +19,10 @@ kernel, once per role:
   and partials to add read from the ring stages the producer filled (:meth:`HopperCodegen._consume_partial`);
   the epilogue stages D in shared memory and stores it with TMA (:meth:`HopperCodegen._epilogue_tma`), so the
   store of one tile runs on under the next tile's mainloop.
+- **watchdog** (warp 1's first thread; :meth:`HopperCodegen._watchdog`): the mbarrier waits are bare ``try_wait``
+  loops, unbounded; this thread sleeps on ``done_``, which the producer and every math thread arrive on as they
+  finish, and traps if the CTA has not finished ``WATCHDOG_NS`` after it began, so a phase that never completes is
+  an error, not a hang. The other threads of warpgroup 0 leave at once.
 
 Both roles step one ring position ``ring_`` (iteration ``it``, its stage ``it % STAGES`` and that stage's phase
 ``(it / STAGES) & 1``, kept by increments) through the same sequence of iterations, so they agree without any other
@@ -378,8 +382,8 @@ class HopperCodegen(_Codegen):
         if self.reduction:
             return self._reduction_kernel()
         w, k = self.w, self.kernel
-        self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc", "mbar_init", "fence_mbar_init",
-                           "mbar_arrive"}
+        self.templates |= {"smem_addr", "bar_sync", "setmaxnreg_dec", "setmaxnreg_inc", "mbar_init", "fence_mbar_init"}
+        self.templates.add("mbar_arrive")  # each role's arrival on done_ as it finishes
         self.templates.add("ring")  # both roles step a Ring through the stages
         stores = any(isinstance(self.cg[t], C.Epilogue) for t, _ in self.cg.walk(self.tag))
         clustered = self.L["CLUSTER"] > 1

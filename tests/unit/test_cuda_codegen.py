@@ -15,6 +15,7 @@ from lowering.cuda.driver import LaunchAttribute
 from lowering.cuda.hopper import (
     A_STAGE_MIN_BYTES,
     SMEM_LIMIT,
+    WATCHDOG_NS,
     accumulator_budget,
     d_tail_box,
     hopper_layout,
@@ -259,6 +260,34 @@ def test_hopper_producer_steps_the_ring_and_k_without_dividing(transform):
     for body in loops:
         assert "const int k = forK" in body and "k0_" in body and "%" not in body and "/ STAGES" not in body
     assert "it_ %" not in src and "Ring ring_;" in src
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    "tile, options",
+    [((128, 256, 64), {}), ((256, 128, 64), {"cluster": 2}), ((64, 128, 64), {"pingpong": True})],
+    ids=["one CTA", "cluster", "pingpong"],
+)
+@pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
+def test_hopper_mbarrier_waits_are_bounded_by_the_watchdog(transform, tile, options):
+    """The mbarrier waits are bare ``try_wait`` loops; what keeps a phase that never completes from hanging is
+    one watchdog thread per CTA, which sleeps on ``done_`` until the producer and every math thread have arrived,
+    and traps after ``WATCHDOG_NS``. The producer's code follows only exits, so ptxas keeps it convergent."""
+    kern = cuda_kernel(transform, tile=tile, workgroups=1024, mainloop="wgmma", **options)
+    src, L = kern.source, kern.program.layout
+    wait = src[src.index("void mbar_wait(") : src.index("\n}", src.index("void mbar_wait("))]
+    assert "@!p bra WAIT_%=;" in wait and "trap" not in wait and "tries" not in wait
+    assert src.count("watchdog(done_, ") == 1 and f"watchdog(done_, {WATCHDOG_NS}ull);" in src
+    assert "mbar_init(done_, 1 + 128 * WARPGROUPS);" in src and L["BLOCK"] == 128 * (L["WARPGROUPS"] + 1)
+    producer, consumers = src.split("setmaxnreg_dec<PRODUCER_REGS>();")[1].split("setmaxnreg_inc<CONSUMER_REGS>();")
+    head = producer[: producer.index("Ring ring_;")]
+    assert "if (warp_index() == 1) {" in head and head.count("exit_thread();") == 2
+    assert "if (threadIdx.x != 0) exit_thread();" in head and "if (threadIdx.x == 0)" not in producer
+    # one arrival each: the producer's after its last wait, every math thread's after its last store
+    assert producer.count("mbar_arrive(done_);") == 1 and consumers.count("mbar_arrive(done_);") == 1
+    assert consumers.rstrip().splitlines()[-3].strip() == "mbar_arrive(done_);  // finished"
+    ptx = kern.ptx
+    assert "%globaltimer" in ptx and "trap;" in ptx and "exit;" in ptx
 
 
 @pytest.mark.parametrize("transform", ["streamk", "streamk2tile", "streamk_hybrid", "splitk"])
