@@ -411,6 +411,45 @@ def test_compute_sanitizer(tool):
     assert "ERROR SUMMARY: 0 errors" in r.stdout or "RACECHECK SUMMARY: 0 hazards" in r.stdout, r.stdout[-2000:]
 
 
+NEVER_COMPLETES = textwrap.dedent("""
+    import time
+    import numpy as np, ctgraph
+    import lowering.cuda.hopper as hopper
+    hopper.WATCHDOG_NS = 300_000_000  # 0.3 s instead of 20
+    layout = hopper.hopper_layout
+    def short_by_16_bytes(*args, **kwargs):  # each stage expects 16 bytes more than its boxes bring
+        L = layout(*args, **kwargs)
+        return {**L, "STAGE_BYTES": L["STAGE_BYTES"] + 16}
+    hopper.hopper_layout = short_by_16_bytes
+    kern = ctgraph.compile(ctgraph.gemm(256, 256, 256, macro_tile=MACRO_TILE), transform="streamk2tile",
+                           target="cuda", mainloop="wgmma", **OPTIONS)
+    kern.program.function()  # compiled and loaded before the clock starts
+    A = np.ones((256, 256), np.float16)
+    start = time.monotonic()
+    try:
+        kern(A, A)
+    except Exception as e:
+        print(f"RAISED after {time.monotonic() - start:.1f} s: {type(e).__module__}.{type(e).__name__}: {e}")
+""")
+
+
+@pytest.mark.parametrize(
+    "tile, options", [((128, 128, 64), {}), ((256, 128, 64), {"cluster": 2})], ids=["one CTA", "cluster"]
+)
+def test_an_mbarrier_phase_that_never_completes_traps_instead_of_hanging(tile, options):
+    """The mbarrier waits are bare loops: the CTA's watchdog must turn a phase that never completes (here: every
+    stage armed for 16 bytes more than its TMA boxes bring) into a launch failure within WATCHDOG_NS. A child
+    process, since the failure takes its CUDA context down."""
+    if ctgraph.compile(ctgraph.gemm(64, 64, 64), target="cuda").program.mainloop != "wgmma":
+        pytest.skip("not a compute capability 9.0 GPU")
+    script = f"MACRO_TILE, OPTIONS = {tile!r}, {options!r}\n" + NEVER_COMPLETES
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert "RAISED after" in out, out[-3000:]
+    seconds = float(out.split("RAISED after ")[1].split(" s")[0])
+    assert seconds < 10 and "s: pycuda." in out, out[-3000:]  # the driver's error, e.g. LaunchError
+
+
 @pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
 def test_model_chosen_grid_is_correct(transform):
     A, B, C = operands(1280, 1536, 2048, "float16")
