@@ -429,7 +429,7 @@ NEVER_COMPLETES = textwrap.dedent("""
     try:
         kern(A, A)
     except Exception as e:
-        print(f"RAISED after {time.monotonic() - start:.1f} s: {type(e).__module__}.{type(e).__name__}: {e}")
+        print(f"RAISED after {time.monotonic() - start:.1f} s: {type(e).__name__}: {e}")
 """)
 
 
@@ -447,7 +447,7 @@ def test_an_mbarrier_phase_that_never_completes_traps_instead_of_hanging(tile, o
     out = r.stdout + r.stderr
     assert "RAISED after" in out, out[-3000:]
     seconds = float(out.split("RAISED after ")[1].split(" s")[0])
-    assert seconds < 10 and "s: pycuda." in out, out[-3000:]  # the driver's error, e.g. LaunchError
+    assert seconds < 10 and "unspecified launch failure" in out, out[-3000:]  # CUDA error 719: the trap
 
 
 @pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
