@@ -460,10 +460,10 @@ class HopperCodegen(_Codegen):
     def _watchdog(self) -> None:
         """Warp 1's first thread watches the CTA (:data:`WATCHDOG_NS`); the rest of warpgroup 0 but the producer
         leaves. Only exits part the producer from the others: a branch taken by some threads of warp 0 would leave
-        the producer on a divergent path, where ptxas keeps its loop's values in vector registers (moved to uniform
-        ones for each TMA and barrier: 48 ``R2UR`` against 26 at 4096^3, ~5% of its time). So warp 1's branch is on
-        a warp index ptxas sees to be warp-uniform, and the threads that do not produce ``exit`` instead of
-        branching past the producer."""
+        the producer on a divergent path, where ptxas keeps its loop's values in vector registers and moves them to
+        uniform ones for each TMA and barrier (48 ``R2UR`` against 26 at 4096^3; it undid what the bare waits gained,
+        docs/benchmarks.md). So warp 1's branch is on a warp index ptxas sees to be warp-uniform, and the threads
+        that do not produce ``exit`` instead of branching past the producer."""
         self.templates |= {"watchdog", "warp_index", "exit_thread"}
         self.w.open("if (warp_index() == 1)")
         self.w(f"if (threadIdx.x == 32) watchdog(done_, {WATCHDOG_NS}ull);  // traps if this CTA never finishes")
