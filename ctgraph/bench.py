@@ -16,6 +16,11 @@ With ``--rounds R`` every kernel of a shape (cuBLAS's too) is timed ``R`` times,
 (cuBLAS, then each transform, then again), and each time is the median of its ``R``: a drift of the GPU's
 clocks over a long run then falls on every kernel alike instead of on whichever ran during it (at 8192^3 on
 the H100 one kernel's figures spread over 640-765 TFLOP/s from one round to the next, docs/benchmarks.md).
+The ratio to cuBLAS is taken in each round, against the cuBLAS time of that round::
+
+    ratio_r = cublas_r / ours_r        (r = 1 .. R; the table gives the median and, for R > 1, [min-max])
+
+so that a drift common to a round's kernels cancels instead of widening the spread of either median.
 
 Writes ``results.csv``, ``results.md`` (TFLOP/s, % of the 989 TF fp16 peak, ratio to cuBLAS and to
 ctgraph's own data-parallel kernel) and ``results.png`` into ``--out``. Needs torch and a GPU.
@@ -174,6 +179,8 @@ def run_bench(
             row[f"{name}_call_us"], row[f"{name}_kernel_us"] = call * 1e6, kernel * 1e6
             row[f"{name}_tflops"] = flop / kernel / 1e12
             row[f"{name}_call_tflops"] = flop / call / 1e12
+            if name != "cublas":
+                row |= round_ratios(name, [t[1] for t in timed["cublas"]], [t[1] for t in times])
         rows.append(row)
     if bar:
         bar.close()
@@ -183,6 +190,30 @@ def run_bench(
     (out / "results.md").write_text(markdown(rows, transforms, device))
     plot(rows, transforms, out / "results.png")
     return rows
+
+
+def round_ratios(name: str, cublas: list[float], ours: list[float]) -> dict[str, float]:
+    """``{name}_ratio`` (the median over the rounds of cuBLAS's kernel time over ours, each round's against the
+    same round's) and its ``_min`` and ``_max``."""
+    ratios = [c / t for c, t in zip(cublas, ours, strict=True)]
+    return {
+        f"{name}_ratio": statistics.median(ratios),
+        f"{name}_ratio_min": min(ratios),
+        f"{name}_ratio_max": max(ratios),
+    }
+
+
+def vs_cublas(row: dict[str, Any], name: str) -> float:
+    """The kernel's speed over cuBLAS's: the per-round median where the row has one, else the ratio of the medians
+    (rows written before the per-round ratios)."""
+    return row.get(f"{name}_ratio", row[f"{name}_tflops"] / row["cublas_tflops"])
+
+
+def _ratio_cell(row: dict[str, Any], name: str) -> str:
+    """``0.99``, or over several rounds whose ratios differ ``0.99 [0.97-1.02]``."""
+    cell = _fmt(vs_cublas(row, name), ".2f")
+    lo, hi = row.get(f"{name}_ratio_min"), row.get(f"{name}_ratio_max")
+    return cell if lo is None or hi is None or f"{lo:.2f}" == f"{hi:.2f}" else f"{cell} [{lo:.2f}-{hi:.2f}]"
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
@@ -230,7 +261,8 @@ def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: st
         "best % peak",
     ]
     lines = [
-        f"Device: {device}. Kernel time (CUDA graph replay), fp16 in/out, fp32 accumulate.",
+        f"Device: {device}. Kernel time (CUDA graph replay), fp16 in/out, fp32 accumulate. Ratios to cuBLAS: each "
+        "round's against the same round's cuBLAS, their median [and range] over the rounds.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -243,7 +275,7 @@ def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: st
             r["k"],
             r.get("tile", "-"),
             *[_fmt(tf[t], ".0f") for t in tf],
-            *[_fmt(tf[t] / tf["cublas"], ".2f") for t in transforms],
+            *[_ratio_cell(r, t) for t in transforms],
             *[_fmt(tf[t] / tf["dataparallel"], ".2f") for t in vs_dp],
             f"{100 * max(_finite(tf[t] for t in transforms)) / PEAK_TFLOPS:.0f}%",
         ]
@@ -254,7 +286,7 @@ def markdown(rows: list[dict[str, Any]], transforms: tuple[str, ...], device: st
         near = sum(r["auto_tflops"] >= 0.97 * max(_finite(r[f"{t}_tflops"] for t in fixed)) for r in rows)
         lines.append(f"- auto within 3% of the best of {', '.join(fixed)}: {near} of {len(rows)} shapes")
     for t in transforms:
-        kr = geomean([r[f"{t}_tflops"] / r["cublas_tflops"] for r in rows])
+        kr = geomean([vs_cublas(r, t) for r in rows])
         cr = geomean([r[f"{t}_call_tflops"] / r["cublas_call_tflops"] for r in rows])
         line = f"- {t}: {kr:.3f}x cuBLAS (call time {cr:.3f}x)"
         if t in vs_dp:

@@ -679,7 +679,8 @@ def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path
 
 def test_bench_rounds_time_every_kernel_in_interleaved_rounds(tmp_path, monkeypatch):
     """``bench --rounds 3``: every kernel of a shape, cuBLAS's too, is timed three times, one round after the
-    other, and reports the median of its three; the results are checked against cuBLAS as in one round."""
+    other, and reports the median of its three and of its three ratios to the same round's cuBLAS; the results
+    are checked against cuBLAS as in one round."""
     import statistics
 
     from ctgraph import bench
@@ -703,5 +704,9 @@ def test_bench_rounds_time_every_kernel_in_interleaved_rounds(tmp_path, monkeypa
         for i, name in enumerate(("cublas", "dataparallel", "auto")):
             rounds = [first + i, first + i + 3, first + i + 6]  # kernel i's figures in rounds 1, 2 and 3
             assert row[f"{name}_kernel_us"] == pytest.approx(statistics.median(rounds))
+            if name != "cublas":  # each round's ratio is against the same round's cuBLAS figure
+                ratios = [(first + 3 * r) / (first + i + 3 * r) for r in range(3)]
+                assert row[f"{name}_ratio"] == pytest.approx(statistics.median(ratios))
+                assert (row[f"{name}_ratio_min"], row[f"{name}_ratio_max"]) == pytest.approx((min(ratios), max(ratios)))
         assert row["dataparallel_maxerr"] < 0.1 and row["auto_maxerr"] < 0.1
     assert (tmp_path / "results.md").exists() and (tmp_path / "results.png").exists()

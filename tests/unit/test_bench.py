@@ -47,6 +47,26 @@ def test_markdown_table():
     assert "- auto: 0.688x cuBLAS" in text  # sqrt(0.6 * 0.79)
 
 
+def test_ratios_to_cublas_are_taken_round_by_round():
+    """Over interleaved rounds each ratio is against the same round's cuBLAS: a clock drift common to a round
+    cancels. The table shows their median and range, and the geomean uses the median; rows without per-round
+    ratios (one round's tables from before) keep the ratio of the medians."""
+    from ctgraph.bench import round_ratios, vs_cublas
+
+    # cuBLAS and ours drift together: 100, 90, 110 us against 101, 90, 108 us
+    got = round_ratios("auto", [100e-6, 90e-6, 110e-6], [101e-6, 90e-6, 108e-6])
+    assert got == pytest.approx({"auto_ratio": 1.0, "auto_ratio_min": 100 / 101, "auto_ratio_max": 110 / 108})
+    drifted = row(1, 2, 3, auto=100.0, cublas=98.0) | got  # medians 101 and 100 us: 0.99x by their ratio
+    assert vs_cublas(drifted, "auto") == pytest.approx(1.0)
+    assert vs_cublas(row(1, 2, 3, auto=100.0, cublas=98.0), "auto") == pytest.approx(100 / 98)
+    text = markdown([drifted, row(4, 5, 6, auto=50.0, cublas=100.0)], ("auto",), "Test GPU")
+    assert "| 1 | 2 | 3 | - | 100 | 98 | 1.00 [0.99-1.02] | 10% |" in text
+    assert "| 4 | 5 | 6 | - | 50 | 100 | 0.50 | 5% |" in text  # one round: no range
+    assert "- auto: 0.707x cuBLAS" in text  # sqrt(1.0 * 0.5)
+    with pytest.raises(ValueError):
+        round_ratios("auto", [1.0, 2.0], [1.0])  # a round without its cuBLAS figure is a bug
+
+
 def test_plot_is_written(tmp_path):
     pytest.importorskip("matplotlib")
     rows = [row(1, 2, 3, dataparallel=100.0, auto=120.0, cublas=200.0)]
