@@ -30,7 +30,9 @@ added to the search since), against the row's tile and layout.
 
 **Recheck** (``--recheck R``, after a change of the kernels): a searched row's tile, and every tile and layout it
 searched whose best time was within ``R`` times the row's best, are timed again (:func:`recheck`); the row keeps
-the fastest where it beats the row's own by :data:`TILE_MARGIN`, and every policy is timed again on what it keeps.
+the fastest where it beats the row's own by :data:`TILE_MARGIN`, and every policy is timed again on what it keeps;
+where that is the row's own tile and layout, the row keeps its policy unless another beats it by
+:data:`POLICY_MARGIN` (:func:`pick_policy`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ __all__ = [
     "near_candidates",
     "pair_layouts",
     "parse_layout_key",
+    "pick_policy",
     "pick_tile",
     "recheck",
     "time_policy",
@@ -76,6 +79,10 @@ TILE_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model",
 # NOTE: the least of N x 4 timings is biased low by their noise (1-2% a timing on the H100): another tile
 # replaces the model's only when its best is at least 3% faster.
 TILE_MARGIN = 0.97
+# NOTE: the same for a recheck's policies on the row's own tile and layout: in the H100 recheck of the 26 rows of 20 us
+# or more (2026-11-26), 18 rows changed only their policy, 14 of them to one within 2% of the old, and the corpus ran
+# them 0.998x as fast as before (docs/benchmarks.md). A row keeps its policy unless another is 2% faster.
+POLICY_MARGIN = 0.98
 # the policies every wave layout is timed under: its tiles fill whole waves, so split-K has nothing to fill
 LAYOUT_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model")
 # a layout whose tiles are at most this many is timed under split-K's policies too (:func:`layout_policies`)
@@ -123,11 +130,22 @@ def _row(
     tiles: dict[str, float] | None,
     layout: Layout | None,
     layouts: dict[str, float] | None,
+    keep: str | None = None,
 ) -> dict[str, Any]:
-    """A table row: the shape's tile, each policy's seconds and the fastest, and what a search recorded."""
-    row = {"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": min(seconds, key=seconds.__getitem__)}
+    """A table row: the shape's tile, each policy's seconds and the best (:func:`pick_policy`), and what a search
+    recorded."""
+    row = {"m": m, "n": n, "k": k, "dtype": "float16", "tile": tile, "best": pick_policy(seconds, keep)}
     row |= {"seconds": seconds} | ({"tiles": tiles} if tiles is not None else {})
     return row | ({"layout": layout.name} if layout else {}) | ({"layouts": layouts} if layouts is not None else {})
+
+
+def pick_policy(seconds: dict[str, float], keep: str | None = None) -> str:
+    """The policy a row takes from each policy's seconds: the fastest, or where the row had ``keep`` before (a
+    recheck on the same tile and layout), that one unless the fastest beats it by :data:`POLICY_MARGIN`."""
+    fastest = min(seconds, key=seconds.__getitem__)
+    if keep is None or keep not in seconds:
+        return fastest
+    return fastest if seconds[fastest] <= POLICY_MARGIN * seconds[keep] else keep
 
 
 def pick_tile(model_tile: str, best: dict[str, float]) -> str:
@@ -260,7 +278,8 @@ def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[s
     times the row's best (:func:`near_candidates`; a tile equal to the row's own runs on the row's layout, as
     ``macro_tile="auto"`` runs it, :func:`lowering.cuda.with_tuned_layout`). Their new bests replace the old in
     ``"tiles"`` and ``"layouts"``; the row keeps the fastest where it beats its own tile and layout by
-    :data:`TILE_MARGIN`, with every policy timed on it."""
+    :data:`TILE_MARGIN`, with every policy timed on it, and on its own its policy unless another beats that one by
+    :data:`POLICY_MARGIN`."""
     import ctgraph
 
     m, n, k = old["m"], old["n"], old["k"]
@@ -278,7 +297,7 @@ def recheck(old: dict[str, Any], ratio: float, A: Any, B: Any, D: Any) -> dict[s
     layouts = (
         old["layouts"] | {layout_key(t, lay): s for (t, lay), s in timed.items() if lay} if "layouts" in old else None
     )
-    return _row(m, n, k, tile, seconds, tiles, layout, layouts)
+    return _row(m, n, k, tile, seconds, tiles, layout, layouts, old["best"] if (tile, layout) == own else None)
 
 
 def tune(

@@ -612,9 +612,10 @@ def test_tune_tiles_searches_candidate_tiles_and_auto_takes_the_fastest(tmp_path
 def test_tune_recheck_times_a_searched_rows_near_candidates_again(tmp_path, monkeypatch, request):
     """``tune --recheck R``: a searched row's own tile and the candidates within ``R`` of its best are timed again
     (their entries replaced), the others keep their times; the kept tile beats the row's own by the margin or is
-    it, and every policy is timed on it."""
+    it, and every policy is timed on it; on the row's own tile the row keeps its policy unless another beats it by
+    the policy margin."""
     from ctgraph.policy import POLICIES, load_table, select
-    from ctgraph.tune import TILE_MARGIN, tune
+    from ctgraph.tune import POLICY_MARGIN, TILE_MARGIN, tune
 
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     for cache in (load_table, select):
@@ -632,6 +633,9 @@ def test_tune_recheck_times_a_searched_rows_near_candidates_again(tmp_path, monk
     assert again["tile"] in (row["tile"], near) and set(again["seconds"]) == {p.name for p in POLICIES}
     if again["tile"] != row["tile"]:
         assert again["tiles"][again["tile"]] <= TILE_MARGIN * again["tiles"][row["tile"]]
+    else:  # on its own tile the row keeps its policy unless another is clearly faster
+        s = again["seconds"]
+        assert again["best"] == row["best"] or s[again["best"]] <= POLICY_MARGIN * s[row["best"]]
 
 
 def test_tune_layouts_times_the_wave_layouts_and_auto_runs_the_kept_one(tmp_path, monkeypatch, request):

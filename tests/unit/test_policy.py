@@ -255,6 +255,19 @@ def test_pick_tile_keeps_the_model_tile_unless_another_is_clearly_faster():
     assert pick_tile("a", {"a": float("inf"), "b": 9.6}) == "b"  # the model's tile could not run
 
 
+def test_pick_policy_keeps_a_rechecked_rows_policy_unless_another_is_clearly_faster():
+    """A recheck on the row's own tile and layout keeps its policy against one within the timings' noise; a fresh
+    row (nothing to keep) and a policy that can no longer run take the fastest."""
+    from ctgraph.tune import POLICY_MARGIN, pick_policy
+
+    seconds = {"dataparallel/model": 10.0, "streamk/model": 9.9, "streamk2tile/model": 10.5}
+    assert pick_policy(seconds) == "streamk/model"
+    assert pick_policy(seconds, keep="dataparallel/model") == "dataparallel/model"  # 1% is noise
+    assert pick_policy(seconds | {"streamk/model": 10.0 * POLICY_MARGIN}, keep="dataparallel/model") == "streamk/model"
+    assert pick_policy(seconds | {"dataparallel/model": float("inf")}, keep="dataparallel/model") == "streamk/model"
+    assert pick_policy(seconds, keep="splitk_reduce/model") == "streamk/model"  # not timed this time
+
+
 def test_auto_tile_is_the_searched_tile_of_the_tile_device(test_gpu_table, monkeypatch):
     from ctgraph.tiles import choose_tile
 
