@@ -25,7 +25,7 @@ from pathlib import Path
 from . import knobs
 from .model import GridModel, load_model, useful_grid, work
 from .passes import pass_options
-from .tiles import Layout, TileCost, choose_tile, preferred_schedule
+from .tiles import Layout, TileCost, choose_tile, k_iterations, output_tiles, preferred_schedule
 
 __all__ = [
     "POLICIES",
@@ -344,8 +344,7 @@ def select(
     the H100 table, priced as if untuned, this took the chosen policy from 1.062x to 1.041x the time of
     the measured best, and the worst from 1.55x to 1.50x (512^3 in 64 x 128 tiles: data-parallel 5.0 us on
     the H100 where the grid model's Stream-K took 7.4; 8192^3: no longer a hybrid at 1.55x; docs/benchmarks.md)."""
-    bm, bn, bk = macro_tile
-    tiles, kt = -(-m // bm) * -(-n // bn), -(-k // bk)
+    tiles, kt = output_tiles(m, n, macro_tile), k_iterations(k, macro_tile)
     model = load_model(device)
     model = dataclasses.replace(model, sms=sms, ctas_per_sm=max(1, resident // sms), device=device)
     table = load_table(device)

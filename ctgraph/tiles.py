@@ -81,6 +81,8 @@ __all__ = [
     "candidates",
     "choose_tile",
     "cluster_grid",
+    "k_iterations",
+    "output_tiles",
     "parts_in_step",
     "predict",
     "preferred_schedule",
@@ -189,6 +191,17 @@ REFERENCES: tuple[TileCost, ...] = (
 )
 
 
+def output_tiles(m: int, n: int, tile: tuple[int, int, int]) -> int:
+    """The macro tiles ``tile = (BM, BN, BK)`` cuts an ``m x n`` output into, partial ones included:
+    ``ceil(m / BM) * ceil(n / BN)``."""
+    return -(-m // tile[0]) * -(-n // tile[1])
+
+
+def k_iterations(k: int, tile: tuple[int, int, int]) -> int:
+    """The K iterations of one output tile, the last partial where ``BK`` does not divide ``k``: ``ceil(k / BK)``."""
+    return -(-k // tile[2])
+
+
 def parts_in_step(tiles: int, kt: int, g: int) -> list[int]:
     """The ways ``s >= 2`` to cut each of ``tiles < g`` tiles into ``s`` parts whose workgroups read K in step
     (:func:`ctgraph.model.k_aligned`): the grids ``s * tiles`` the grid-size model takes."""
@@ -200,8 +213,7 @@ def schedules(cost: TileCost, m: int, n: int, k: int, g: int) -> dict[str, float
     """Predicted seconds, launch excluded, of each schedule the model prices for ``m x n x k`` with ``cost``'s
     tile on ``g`` workgroups at once: ``"dataparallel"``, ``"streamk2tile"`` (at least as many tiles as
     workgroups) and ``"streamk/s"`` (each of fewer tiles than workgroups in ``s`` parts, in step)."""
-    bm, bn, bk = cost.tile
-    tiles, kt = math.ceil(m / bm) * math.ceil(n / bn), math.ceil(k / bk)
+    tiles, kt = output_tiles(m, n, cost.tile), k_iterations(k, cost.tile)
     waves = math.ceil(tiles / g)
     last = tiles - (waves - 1) * g
     full, tail = cost.per_iteration(n, k), cost.per_iteration(n, k, load=last / g)

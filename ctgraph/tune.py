@@ -54,7 +54,7 @@ from .policy import (
     tile_name,
     user_table_path,
 )
-from .tiles import Layout, choose_tile, ranked_tiles, tile_layout, wave_layouts
+from .tiles import Layout, choose_tile, output_tiles, ranked_tiles, tile_layout, wave_layouts
 
 __all__ = [
     "LAYOUT_POLICIES",
@@ -194,12 +194,6 @@ def parse_layout_key(key: str) -> tuple[str, Layout]:
     return tile, Layout.parse(name)
 
 
-def _tile_count(m: int, n: int, tile: str) -> int:
-    """How many macro tiles ``tile`` cuts an ``m x n`` output into."""
-    bm, bn, _ = parse_tile(tile)
-    return -(-m // bm) * -(-n // bn)
-
-
 def pair_layouts(m: int, n: int, tile: str) -> list[tuple[str, Layout]]:
     """Where ``tile`` runs on one CTA and makes at most :data:`PAIR_TILES` tiles of ``m x n`` (a grid that splits K):
     two of its CTAs on a cluster that share B (``2*BM x BN``, ``"2b"``) and two that share A (``BM x 2*BN``,
@@ -207,7 +201,7 @@ def pair_layouts(m: int, n: int, tile: str) -> list[tuple[str, Layout]]:
     on the H100 256x256x65536 ran split-K in 128 x 128 tiles on 66 clusters of 2 CTAs that share B in 32.4 us,
     against 35.9 in 64 x 64 tiles on 132 CTAs (docs/benchmarks.md). The wave layouts only fit whole waves of tiles."""
     bm, bn, bk = parse_tile(tile)
-    if bm > 256 or bn > 256 or tile_layout((bm, bn, bk)) is not None or _tile_count(m, n, tile) > PAIR_TILES:
+    if bm > 256 or bn > 256 or tile_layout((bm, bn, bk)) is not None or output_tiles(m, n, (bm, bn, bk)) > PAIR_TILES:
         return []
     swap = bm % 64 != 0
     return [(tile_name((2 * bm, bn, bk)), Layout(2, "b", swap)), (tile_name((bm, 2 * bn, bk)), Layout(2, "a", swap))]
@@ -216,7 +210,7 @@ def pair_layouts(m: int, n: int, tile: str) -> list[tuple[str, Layout]]:
 def layout_policies(m: int, n: int, tile: str) -> tuple[str, ...]:
     """What a layout of ``tile`` is timed under: :data:`LAYOUT_POLICIES`, and split-K's where its tiles of ``m x n``
     are at most :data:`SPLIT_TILES` (few enough that the grid splits K)."""
-    few = _tile_count(m, n, tile) <= SPLIT_TILES
+    few = output_tiles(m, n, parse_tile(tile)) <= SPLIT_TILES
     return LAYOUT_POLICIES + (("splitk_reduce/model", "splitk_reduce/resident") if few else ())
 
 

@@ -29,6 +29,8 @@ from ctgraph.tiles import (
     TileCost,
     candidates,
     choose_tile,
+    k_iterations,
+    output_tiles,
     parts_in_step,
     predict,
     preferred_schedule,
@@ -344,3 +346,16 @@ def test_fewer_quarters_of_a_wave_give_larger_tiles():
         pairs = [rows for rows in heights.values() if len(rows) == 2]
         assert pairs and all(half >= whole for half, whole in pairs)
         assert any(half > whole for half, whole in pairs)
+
+
+@given(
+    st.integers(1, 5000),
+    st.integers(1, 5000),
+    st.integers(1, 70000),
+    st.sampled_from((*CANDIDATES, (8, 16, 32), (40, 120, 64))),
+)
+def test_tile_counts_are_the_graphs_own(m, n, k, tile):
+    """The models count tiles and K iterations as the GEMM graph does: partial tiles and a partial last K step count."""
+    tm, tn, kt = ctgraph.gemm(m, n, k, macro_tile=tile).attrs["gemm"].tiles
+    assert output_tiles(m, n, tile) == tm * tn == math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+    assert k_iterations(k, tile) == kt == math.ceil(k / tile[2])
