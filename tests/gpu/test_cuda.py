@@ -423,13 +423,17 @@ NEVER_COMPLETES = textwrap.dedent("""
     hopper.hopper_layout = short_by_16_bytes
     kern = ctgraph.compile(ctgraph.gemm(256, 256, 256, macro_tile=MACRO_TILE), transform="streamk2tile",
                            target="cuda", mainloop="wgmma", **OPTIONS)
+    begin = time.monotonic()
     kern.program.function()  # compiled and loaded before the clock starts
     A = np.ones((256, 256), np.float16)
+    print(f"COMPILED in {time.monotonic() - begin:.1f} s", flush=True)
     start = time.monotonic()
     try:
         kern(A, A)
     except Exception as e:
-        print(f"RAISED after {time.monotonic() - start:.1f} s: {type(e).__name__}: {e}")
+        print(f"RAISED after {time.monotonic() - start:.1f} s: {type(e).__name__}: {e}", flush=True)
+    else:
+        print(f"RETURNED after {time.monotonic() - start:.1f} s", flush=True)
 """)
 
 
@@ -443,7 +447,10 @@ def test_an_mbarrier_phase_that_never_completes_traps_instead_of_hanging(tile, o
     if ctgraph.compile(ctgraph.gemm(64, 64, 64), target="cuda").program.mainloop != "wgmma":
         pytest.skip("not a compute capability 9.0 GPU")
     script = f"MACRO_TILE, OPTIONS = {tile!r}, {options!r}\n" + NEVER_COMPLETES
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    try:
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as e:  # what the child printed says where it stopped: compiling, or launched
+        pytest.fail(f"the child did not finish in 300 s; its output: {e.stdout!r} {e.stderr!r}")
     out = r.stdout + r.stderr
     assert "RAISED after" in out, out[-3000:]
     seconds = float(out.split("RAISED after ")[1].split(" s")[0])
