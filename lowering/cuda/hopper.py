@@ -250,6 +250,9 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     if not fits:
         raise ValueError(_misfit(macro_tile, dtype, (cm, cn), opts.multicast, swap))
     producer_regs, consumer_regs = register_split(warpgroups)
+    # the D of a tile, packed to fp16 (NACC/2 registers), is stored under the next tile's mainloop where those
+    # registers fit beside the accumulators; ping-pong overlaps its epilogues with the other warpgroup instead
+    defer = not opts.pingpong and side_n // 2 * 3 // 2 + SPARE_REGS <= consumer_regs
     # a CTA loads A_SHARE of its grid row's CTA_M rows of A (whole swizzle atoms; the last share overlaps the one
     # before where CLUSTER_N does not divide CTA_M into them, so a stage receives CLUSTER_N * A_SHARE rows)
     a_share = -(-cta_m // (8 * cn)) * 8
@@ -306,6 +309,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "D_TAIL": cta_m % min(64, cta_m) if swap else cta_n % 64,
         "D_STAGE": 64 * 64,  # halves of one staging buffer
         "D_BUFFERS": D_BUFFERS,
+        "DEFER_D": int(defer),  # D boxes stored one per K step of the next tile (HopperCodegen._epilogue_deferred)
         "R_PIECES": consumers * (side_n // 2) // 4,  # CTAs of the reduction kernel per CTA of a workgroup
         "SMEM_BYTES": 1024 + stages * stride + staging + barriers,  # + slack to align the ring to 1024 bytes
     }
@@ -338,6 +342,7 @@ class HopperCodegen(_Codegen):
     sync = "bar_sync(1, THREADS);"  # the math threads of one CTA tile (ping-pong: this warpgroup's, _kernel)
     role = "consumer"  # whose program is being printed: _role_body sets it per role
     reduction = False  # a kernel without tile loads: split-K's reduction (:meth:`_reduction_kernel`)
+    defer = False  # D's boxes are stored under the next tile's K loop (``DEFER_D``, :meth:`_epilogue_deferred`)
 
     def layout(self) -> dict[str, int]:
         return hopper_layout(self.kernel.macro_tile, self.dtype, self.opts)
@@ -377,6 +382,7 @@ class HopperCodegen(_Codegen):
 
     def _kernel(self) -> str:
         self.reduction = not loads_tiles(self.cg, self.tag)
+        self.defer = False
         if self.L["PINGPONG"]:
             self.sync = "bar_sync(2 + wg_, THREADS);"
         if self.reduction:
@@ -443,10 +449,16 @@ class HopperCodegen(_Codegen):
             w("const int tid_ = threadIdx.x - 128;")
         self._warp_coords()
         w("Ring ring_;")
+        self.defer = stores and bool(self.L["DEFER_D"])
         if stores:
             w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
+        if self.defer:
+            w("unsigned pk_[NACC / 2];  // the last tile's D, alpha*acc + beta*C as fp16 pairs, while its boxes are stored")
+            w("int pend_ = 0, di_ = 0, dj_ = 0;  // its boxes left to store and its origin (i0_, j0_)")
         w("float acc[NACC];")
         self._role_body("consumer")
+        if self.defer:
+            self._flush_boxes()
         if stores:
             # NOTE: .read suffices: shared memory must outlive the stores' reads of it; their global writes
             # complete before the grid does (visible to the next kernel, as after any store).
@@ -769,52 +781,133 @@ class HopperCodegen(_Codegen):
         as TMA's 128-byte swizzle (16-byte unit ``u`` of row ``r`` at unit ``u ^ (r % 8)``: a warp's 8 rows hit
         distinct banks), and one thread stores each box with TMA, which clips it at D's edges, so partial tiles
         need no masks. The store runs on while the warpgroup goes on to the next box (two buffers) and the
-        next tile's mainloop."""
+        next tile's mainloop; with ``DEFER_D`` even the boxes' staging does (:meth:`_epilogue_deferred`)."""
         w = self.w
         self.templates |= {"bulk_wait_read", "bulk_commit", "tma_store_2d", "fence_proxy_async"}
         if len(node.origin) != 2:
             raise NotImplementedError("the TMA epilogue needs the box origin of the D tile")
         row0, col0 = node.origin
-        row, col = self._acc_coords()
         w.open("")
-        w("const int wgi_ = tid_ >> 7, bar_ = 2 + wg_;  // this warpgroup's rows (columns, swapped) and named barrier")
         di, dj = " + cta_m_ * CTA_M", " + cta_n_ * CTA_N"  # the CTA's offset in the macro tile
-        tmap = "&tmD"
         if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows (the last: D_TAIL)
-            w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * wgi_;")
-            boxes, origin = "CTA_M / D_ROWS", "j0_, i0_ + D_ROWS * c_"
-            if self.L["D_TAIL"]:
-                boxes, tmap = boxes + " + 1", "c_ < CTA_M / D_ROWS ? &tmD : &tmDt"
+            w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * (tid_ >> 7);")
         else:  # this warpgroup's 64 rows, in boxes of 64 columns (the last: D_TAIL)
-            w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * wgi_, j0_ = {self.cxx(col0)}{dj};")
-            boxes, origin = self._column_chunks(), "j0_ + 64 * c_, i0_"
-            if self.L["D_TAIL"]:
-                tmap = "c_ < CTA_N / 64 ? &tmD : &tmDt"
-        w("#pragma unroll")
-        w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_, ++box_)")
-        w("const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;")
-        w("if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it")
-        w("bar_sync(bar_, 128);")
-        # NOTE: two copies of the box loop, so that beta == 0 (the common case) runs none of C's index math
-        stage = self._stage_box_swapped if self.L["SWAP"] else self._stage_box
-        w.open("if (beta != 0.f)")
-        stage(node, row, col)
-        w.close()
-        w.open("else")
-        stage(None, row, col)
-        w.close()
-        w("fence_proxy_async();  // the box is visible to TMA")
-        w("bar_sync(bar_, 128);")
-        w.open("if ((tid_ & 127) == 0)")
-        w(f"tma_store_2d({tmap}, buf_, {origin});")
-        w("bulk_commit();")
-        w.close()
-        w.close()
+            w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * (tid_ >> 7), j0_ = {self.cxx(col0)}{dj};")
+        if self.defer:
+            self._epilogue_deferred(node)
+        else:
+            w("#pragma unroll")
+            w.open(f"for (int c_ = 0; c_ < {self._boxes()}; ++c_)")
+            self._store_box(node, "i0_", "j0_")
+            w.close()
         w.close()
 
-    def _stage_box(self, node: C.Epilogue | None, row: str, col: str) -> None:
+    def _boxes(self) -> str:
+        """The D boxes of a warpgroup's part of the CTA tile: 64-column chunks (:meth:`_column_chunks`), or swapped
+        ``D_ROWS``-row ones; a last, narrower box where ``D_TAIL`` is set."""
+        if self.L["SWAP"]:
+            return "CTA_M / D_ROWS + 1" if self.L["D_TAIL"] else "CTA_M / D_ROWS"
+        return self._column_chunks()
+
+    def _store_box(self, node: C.Epilogue | None, i0: str, j0: str) -> None:
+        """Stage box ``c_`` of a warpgroup's part of the tile at ``(i0, j0)`` in the next staging buffer and store
+        it with TMA. ``node`` gives C for ``beta != 0``; None stages the packed ``pk_`` (``DEFER_D``)."""
+        w, swap = self.w, self.L["SWAP"]
+        if swap:
+            origin, tmap = f"{j0}, {i0} + D_ROWS * c_", "c_ < CTA_M / D_ROWS ? &tmD : &tmDt"
+        else:
+            origin, tmap = f"{j0} + 64 * c_, {i0}", "c_ < CTA_N / 64 ? &tmD : &tmDt"
+        w("const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;")
+        w("if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it")
+        w("bar_sync(2 + wg_, 128);  // this warpgroup's named barrier")
+        stage = self._stage_box_swapped if swap else self._stage_box
+        row, col = self._acc_coords()
+        if node is None:
+            stage(None, row, col, packed=True)
+        else:
+            # NOTE: two copies of the box loop, so that beta == 0 (the common case) runs none of C's index math
+            w.open("if (beta != 0.f)")
+            stage(node, row, col)
+            w.close()
+            w.open("else")
+            stage(None, row, col)
+            w.close()
+        w("fence_proxy_async();  // the box is visible to TMA")
+        w("bar_sync(2 + wg_, 128);")
+        w.open("if ((tid_ & 127) == 0)")
+        w(f"tma_store_2d({tmap if self.L['D_TAIL'] else '&tmD'}, buf_, {origin});")
+        w("bulk_commit();")
+        w.close()
+
+    def _epilogue_deferred(self, node: C.Epilogue) -> None:
+        """``DEFER_D``: pack ``alpha*acc + beta*C`` into fp16 pairs ``pk_[e/2] = (D(e), D(e+1))`` and leave the
+        boxes to the next K loop, which stages and stores one per K step while that step's wgmma group runs
+        (:meth:`_store_pending_box`); what it leaves is stored at the next epilogue or when the work runs out
+        (:meth:`_flush_boxes`). The tensor cores then wait at a tile's end only for the pack, not for the staging:
+        4096^3 in 256 x 256 tiles ran 0.7% faster (H100, docs/benchmarks.md)."""
+        w = self.w
+        self._flush_boxes()  # the last tile's boxes its next K loop had no steps left for
+        row, col = self._acc_coords()
+        w.open("if (beta != 0.f)")
+        self._pack(node, row, col)
+        w.close()
+        w.open("else")
+        self._pack(None, row, col)
+        w.close()
+        w(f"pend_ = {self._boxes()}, di_ = i0_, dj_ = j0_;")
+
+    def _pack(self, node: C.Epilogue | None, row: str, col: str) -> None:
+        """``pk_[q] = fp16x2(alpha*acc[2q] + beta*C, alpha*acc[2q+1] + beta*C)``, C where ``node`` gives it."""
+        w = self.w
+        w("#pragma unroll")
+        w.open("for (int q_ = 0; q_ < NACC / 2; ++q_)")
+        w("float v_[2];")
+        w("#pragma unroll")
+        w.open("for (int x_ = 0; x_ < 2; ++x_)")
+        w("const int e_ = 2 * q_ + x_;")
+        w("v_[x_] = alpha * acc[e_];")
+        if node is not None:
+            i, j = node.row, node.col
+            w(f"const int {i.name} = {row}, {j.name} = {col};")
+            w(f"if ({self.cxx(node.mask)}) v_[x_] += beta * __half2float(C[{self.cxx(node.address)}]);")
+        w.close()
+        w("const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);")
+        w("pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);")
+        w.close()
+
+    def _store_pending_box(self) -> None:
+        """In the K loop, after a step's wgmma group is issued: stage and store the next of the last tile's boxes
+        (``DEFER_D``). The loop over the boxes is unrolled so that ``pk_`` is indexed by constants (registers)."""
+        w, boxes = self.w, self._boxes()
+        w("// one box of the last tile's D, staged and stored under this step's wgmma group")
+        w.open("if (pend_ > 0)")
+        w("#pragma unroll")
+        w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_)")
+        w.open(f"if (c_ == ({boxes}) - pend_)")
+        self._store_box(None, "di_", "dj_")
+        w.close()
+        w.close()
+        w("--pend_;")
+        w.close()
+
+    def _flush_boxes(self) -> None:
+        """Stage and store the last tile's boxes left (``DEFER_D``)."""
+        w, boxes = self.w, self._boxes()
+        w("// the last tile's boxes left")
+        w.open("if (pend_ > 0)")
+        w("#pragma unroll")
+        w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_)")
+        w.open(f"if (c_ >= ({boxes}) - pend_)")
+        self._store_box(None, "di_", "dj_")
+        w.close()
+        w.close()
+        w("pend_ = 0;")
+        w.close()
+
+    def _stage_box(self, node: C.Epilogue | None, row: str, col: str, packed: bool = False) -> None:
         """Write box ``c_`` of this thread's accumulators, ``alpha*acc`` (``+ beta*C`` where ``node`` gives C's
-        address and mask), as fp16 into staging buffer ``buf_`` in TMA's 128-byte swizzle. Each ``stmatrix.x4``
+        address and mask; ``packed``: the pairs :meth:`_pack` left in ``pk_``), as fp16 into staging buffer ``buf_``
+        in TMA's 128-byte swizzle. Each ``stmatrix.x4``
         stores two 8-column groups ``g, g+1`` of the warp's 16 rows as four 8 x 8 matrices (rows 0-7 and 8-15 of
         ``g``, then of ``g+1``: accumulators ``4g .. 4g+7`` in pairs); thread ``8i + j`` addresses row ``j`` of
         matrix ``i``: row ``16w + 8*(i%2) + j``, 16-byte unit ``g%8 + i/2`` of its 128-byte row. The last box of a
@@ -828,15 +921,18 @@ class HopperCodegen(_Codegen):
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 4; ++x_)")
         w("const int e_ = 32 * c_ + 8 * p_ + 2 * x_;")
-        w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
-        if node is not None:
-            i, j = node.row, node.col
-            w(f"const int {i.name} = {row}, {j.name} = {col};")
-            w(f"const int c_at_ = {self.cxx(node.address)};")
-            w(f"if ({self.cxx(node.mask)}) v0_ += beta * __half2float(C[c_at_]);")
-            w(f"if ({self.cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[c_at_ + 1]);")
-        w("const __half2 h2_ = __floats2half2_rn(v0_, v1_);")
-        w("h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);")
+        if packed:
+            w("h_[x_] = pk_[e_ / 2];")
+        else:
+            w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
+            if node is not None:
+                i, j = node.row, node.col
+                w(f"const int {i.name} = {row}, {j.name} = {col};")
+                w(f"const int c_at_ = {self.cxx(node.address)};")
+                w(f"if ({self.cxx(node.mask)}) v0_ += beta * __half2float(C[c_at_]);")
+                w(f"if ({self.cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[c_at_ + 1]);")
+            w("const __half2 h2_ = __floats2half2_rn(v0_, v1_);")
+            w("h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);")
         w.close()
         w("const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);")
         at = "buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4)"
@@ -845,7 +941,7 @@ class HopperCodegen(_Codegen):
         w(f"stmatrix_x4({at}, h_[0], h_[1], h_[2], h_[3]);")
         w.close()
 
-    def _stage_box_swapped(self, node: C.Epilogue | None, row: str, col: str) -> None:
+    def _stage_box_swapped(self, node: C.Epilogue | None, row: str, col: str, packed: bool = False) -> None:
         """The swapped layout's box ``c_``: rows ``D_ROWS*c_ ..`` of this warpgroup's 64 columns (``D_ROWS`` of
         them, ``D_TAIL`` in the last box of a CTA whose rows are not a multiple of 64). Each 8-row
         block is two 8 x 8 matrices of the D^T fragment (accumulators ``4q .. 4q+3``: columns ``16w ..`` and
@@ -856,6 +952,13 @@ class HopperCodegen(_Codegen):
         w("#pragma unroll")
         rows = "(c_ < CTA_M / D_ROWS ? D_ROWS : D_TAIL)" if self.L["D_TAIL"] else "D_ROWS"
         w.open(f"for (int q_ = 0; q_ < {rows} / 8; ++q_)")
+        w("const int r_ = 8 * q_ + (lane_ & 7), u_ = 2 * ((tid_ & 127) >> 5) + ((lane_ >> 3) & 1);")
+        w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4);")
+        if packed:  # accumulators 4b .. 4b+3 of block b = c_*(D_ROWS/8) + q_: pairs pk_[2b], pk_[2b + 1]
+            w("const int e_ = 4 * (c_ * (D_ROWS / 8) + q_);")
+            w("stmatrix_x2_trans(at_, pk_[e_ / 2], pk_[e_ / 2 + 1]);")
+            w.close()
+            return
         w("float v_[4];")
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 4; ++x_)")
@@ -867,8 +970,6 @@ class HopperCodegen(_Codegen):
             w(f"if ({self.cxx(node.mask)}) v_[x_] += beta * __half2float(C[{self.cxx(node.address)}]);")
         w.close()
         w("const __half2 h0_ = __floats2half2_rn(v_[0], v_[1]), h1_ = __floats2half2_rn(v_[2], v_[3]);")
-        w("const int r_ = 8 * q_ + (lane_ & 7), u_ = 2 * ((tid_ & 127) >> 5) + ((lane_ >> 3) & 1);")
-        w("const unsigned at_ = buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4);")
         w("stmatrix_x2_trans(at_, *reinterpret_cast<const unsigned*>(&h0_), *reinterpret_cast<const unsigned*>(&h1_));")
         w.close()
 
@@ -1001,6 +1102,8 @@ class HopperCodegen(_Codegen):
         w(f"{wgmma}(acc, db_, da_, 1);  // D^T = B^T A^T" if swap else f"{wgmma}(acc, da_, db_, 1);")
         w.close()
         w("wgmma_commit();")
+        if self.defer:
+            self._store_pending_box()
         if early:
             w("wgmma_wait<0>();  // this iteration's group has retired: its stage is free")
             w(release)

@@ -389,6 +389,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         [[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;
         Ring ring_;
         unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer
+        unsigned pk_[NACC / 2];  // the last tile's D, alpha*acc + beta*C as fp16 pairs, while its boxes are stored
+        int pend_ = 0, di_ = 0, dj_ = 0;  // its boxes left to store and its origin (i0_, j0_)
         float acc[NACC];
         int child_sk = 0;
         int forK_dp = 0;
@@ -434,6 +436,35 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         wgmma_n64(acc, da_, db_, 1);
                     }
                     wgmma_commit();
+                    // one box of the last tile's D, staged and stored under this step's wgmma group
+                    if (pend_ > 0) {
+                        #pragma unroll
+                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                            if (c_ == (CTA_N / 64) - pend_) {
+                                const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;
+                                if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
+                                bar_sync(2 + wg_, 128);  // this warpgroup's named barrier
+                                #pragma unroll
+                                for (int p_ = 0; p_ < 4; ++p_) {
+                                    unsigned h_[4];
+                                    #pragma unroll
+                                    for (int x_ = 0; x_ < 4; ++x_) {
+                                        const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                        h_[x_] = pk_[e_ / 2];
+                                    }
+                                    const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                                    stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
+                                }
+                                fence_proxy_async();  // the box is visible to TMA
+                                bar_sync(2 + wg_, 128);
+                                if ((tid_ & 127) == 0) {
+                                    tma_store_2d(&tmD, buf_, dj_ + 64 * c_, di_);
+                                    bulk_commit();
+                                }
+                            }
+                        }
+                        --pend_;
+                    }
                     wgmma_wait<1>();  // the previous iteration's group has retired: its stage is free
                     if (forK_sk > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ring_.previous());
                 }
@@ -496,54 +527,65 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                 }
                  {
-                    const int wgi_ = tid_ >> 7, bar_ = 2 + wg_;  // this warpgroup's rows (columns, swapped) and named barrier
-                    const int i0_ = 64*m + cta_m_ * CTA_M + 64 * wgi_, j0_ = 64*n + cta_n_ * CTA_N;
-                    #pragma unroll
-                    for (int c_ = 0; c_ < CTA_N / 64; ++c_, ++box_) {
-                        const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;
-                        if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
-                        bar_sync(bar_, 128);
-                        if (beta != 0.f) {
-                            #pragma unroll
-                            for (int p_ = 0; p_ < 4; ++p_) {
-                                unsigned h_[4];
+                    const int i0_ = 64*m + cta_m_ * CTA_M + 64 * (tid_ >> 7), j0_ = 64*n + cta_n_ * CTA_N;
+                    // the last tile's boxes left
+                    if (pend_ > 0) {
+                        #pragma unroll
+                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                            if (c_ >= (CTA_N / 64) - pend_) {
+                                const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;
+                                if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
+                                bar_sync(2 + wg_, 128);  // this warpgroup's named barrier
                                 #pragma unroll
-                                for (int x_ = 0; x_ < 4; ++x_) {
-                                    const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                    float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                                    const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                                    const int c_at_ = N*(i + 64*m) + j + 64*n;
-                                    if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
-                                    if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
-                                    const __half2 h2_ = __floats2half2_rn(v0_, v1_);
-                                    h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
+                                for (int p_ = 0; p_ < 4; ++p_) {
+                                    unsigned h_[4];
+                                    #pragma unroll
+                                    for (int x_ = 0; x_ < 4; ++x_) {
+                                        const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                        h_[x_] = pk_[e_ / 2];
+                                    }
+                                    const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                                    stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
                                 }
-                                const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
-                                stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
+                                fence_proxy_async();  // the box is visible to TMA
+                                bar_sync(2 + wg_, 128);
+                                if ((tid_ & 127) == 0) {
+                                    tma_store_2d(&tmD, buf_, dj_ + 64 * c_, di_);
+                                    bulk_commit();
+                                }
                             }
                         }
-                        else {
+                        pend_ = 0;
+                    }
+                    if (beta != 0.f) {
+                        #pragma unroll
+                        for (int q_ = 0; q_ < NACC / 2; ++q_) {
+                            float v_[2];
                             #pragma unroll
-                            for (int p_ = 0; p_ < 4; ++p_) {
-                                unsigned h_[4];
-                                #pragma unroll
-                                for (int x_ = 0; x_ < 4; ++x_) {
-                                    const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                    float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                                    const __half2 h2_ = __floats2half2_rn(v0_, v1_);
-                                    h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
-                                }
-                                const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
-                                stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
+                            for (int x_ = 0; x_ < 2; ++x_) {
+                                const int e_ = 2 * q_ + x_;
+                                v_[x_] = alpha * acc[e_];
+                                const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
+                                if (i + 64*m < M && j + 64*n < N) v_[x_] += beta * __half2float(C[N*(i + 64*m) + j + 64*n]);
                             }
-                        }
-                        fence_proxy_async();  // the box is visible to TMA
-                        bar_sync(bar_, 128);
-                        if ((tid_ & 127) == 0) {
-                            tma_store_2d(&tmD, buf_, j0_ + 64 * c_, i0_);
-                            bulk_commit();
+                            const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);
+                            pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);
                         }
                     }
+                    else {
+                        #pragma unroll
+                        for (int q_ = 0; q_ < NACC / 2; ++q_) {
+                            float v_[2];
+                            #pragma unroll
+                            for (int x_ = 0; x_ < 2; ++x_) {
+                                const int e_ = 2 * q_ + x_;
+                                v_[x_] = alpha * acc[e_];
+                            }
+                            const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);
+                            pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);
+                        }
+                    }
+                    pend_ = CTA_N / 64, di_ = i0_, dj_ = j0_;
                 }
             }
         }
@@ -579,6 +621,35 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         wgmma_n64(acc, da_, db_, 1);
                     }
                     wgmma_commit();
+                    // one box of the last tile's D, staged and stored under this step's wgmma group
+                    if (pend_ > 0) {
+                        #pragma unroll
+                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                            if (c_ == (CTA_N / 64) - pend_) {
+                                const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;
+                                if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
+                                bar_sync(2 + wg_, 128);  // this warpgroup's named barrier
+                                #pragma unroll
+                                for (int p_ = 0; p_ < 4; ++p_) {
+                                    unsigned h_[4];
+                                    #pragma unroll
+                                    for (int x_ = 0; x_ < 4; ++x_) {
+                                        const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                        h_[x_] = pk_[e_ / 2];
+                                    }
+                                    const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                                    stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
+                                }
+                                fence_proxy_async();  // the box is visible to TMA
+                                bar_sync(2 + wg_, 128);
+                                if ((tid_ & 127) == 0) {
+                                    tma_store_2d(&tmD, buf_, dj_ + 64 * c_, di_);
+                                    bulk_commit();
+                                }
+                            }
+                        }
+                        --pend_;
+                    }
                     wgmma_wait<1>();  // the previous iteration's group has retired: its stage is free
                     if (forK_dp > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ring_.previous());
                 }
@@ -586,55 +657,95 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (count_ > 0) if ((tid_ & 127) == 0) mbar_arrive(empty_ + 8 * ring_.previous());
             }
              {
-                const int wgi_ = tid_ >> 7, bar_ = 2 + wg_;  // this warpgroup's rows (columns, swapped) and named barrier
-                const int i0_ = 64*m + cta_m_ * CTA_M + 64 * wgi_, j0_ = 64*n + cta_n_ * CTA_N;
-                #pragma unroll
-                for (int c_ = 0; c_ < CTA_N / 64; ++c_, ++box_) {
-                    const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_ % D_BUFFERS) * D_STAGE * 2;
-                    if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
-                    bar_sync(bar_, 128);
-                    if (beta != 0.f) {
-                        #pragma unroll
-                        for (int p_ = 0; p_ < 4; ++p_) {
-                            unsigned h_[4];
+                const int i0_ = 64*m + cta_m_ * CTA_M + 64 * (tid_ >> 7), j0_ = 64*n + cta_n_ * CTA_N;
+                // the last tile's boxes left
+                if (pend_ > 0) {
+                    #pragma unroll
+                    for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                        if (c_ >= (CTA_N / 64) - pend_) {
+                            const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;
+                            if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
+                            bar_sync(2 + wg_, 128);  // this warpgroup's named barrier
                             #pragma unroll
-                            for (int x_ = 0; x_ < 4; ++x_) {
-                                const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                                const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
-                                const int c_at_ = N*(i + 64*m) + j + 64*n;
-                                if (i + 64*m < M && j + 64*n < N) v0_ += beta * __half2float(C[c_at_]);
-                                if (i + 64*m < M && j + 64*n + 1 < N) v1_ += beta * __half2float(C[c_at_ + 1]);
-                                const __half2 h2_ = __floats2half2_rn(v0_, v1_);
-                                h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
+                            for (int p_ = 0; p_ < 4; ++p_) {
+                                unsigned h_[4];
+                                #pragma unroll
+                                for (int x_ = 0; x_ < 4; ++x_) {
+                                    const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                                    h_[x_] = pk_[e_ / 2];
+                                }
+                                const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                                stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
                             }
-                            const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
-                            stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
+                            fence_proxy_async();  // the box is visible to TMA
+                            bar_sync(2 + wg_, 128);
+                            if ((tid_ & 127) == 0) {
+                                tma_store_2d(&tmD, buf_, dj_ + 64 * c_, di_);
+                                bulk_commit();
+                            }
                         }
                     }
-                    else {
+                    pend_ = 0;
+                }
+                if (beta != 0.f) {
+                    #pragma unroll
+                    for (int q_ = 0; q_ < NACC / 2; ++q_) {
+                        float v_[2];
                         #pragma unroll
-                        for (int p_ = 0; p_ < 4; ++p_) {
-                            unsigned h_[4];
-                            #pragma unroll
-                            for (int x_ = 0; x_ < 4; ++x_) {
-                                const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];
-                                const __half2 h2_ = __floats2half2_rn(v0_, v1_);
-                                h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);
-                            }
-                            const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
-                            stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
+                        for (int x_ = 0; x_ < 2; ++x_) {
+                            const int e_ = 2 * q_ + x_;
+                            v_[x_] = alpha * acc[e_];
+                            const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
+                            if (i + 64*m < M && j + 64*n < N) v_[x_] += beta * __half2float(C[N*(i + 64*m) + j + 64*n]);
                         }
+                        const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);
+                        pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);
+                    }
+                }
+                else {
+                    #pragma unroll
+                    for (int q_ = 0; q_ < NACC / 2; ++q_) {
+                        float v_[2];
+                        #pragma unroll
+                        for (int x_ = 0; x_ < 2; ++x_) {
+                            const int e_ = 2 * q_ + x_;
+                            v_[x_] = alpha * acc[e_];
+                        }
+                        const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);
+                        pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);
+                    }
+                }
+                pend_ = CTA_N / 64, di_ = i0_, dj_ = j0_;
+            }
+        }
+        // the last tile's boxes left
+        if (pend_ > 0) {
+            #pragma unroll
+            for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
+                if (c_ >= (CTA_N / 64) - pend_) {
+                    const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;
+                    if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
+                    bar_sync(2 + wg_, 128);  // this warpgroup's named barrier
+                    #pragma unroll
+                    for (int p_ = 0; p_ < 4; ++p_) {
+                        unsigned h_[4];
+                        #pragma unroll
+                        for (int x_ = 0; x_ < 4; ++x_) {
+                            const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
+                            h_[x_] = pk_[e_ / 2];
+                        }
+                        const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
+                        stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
                     }
                     fence_proxy_async();  // the box is visible to TMA
-                    bar_sync(bar_, 128);
+                    bar_sync(2 + wg_, 128);
                     if ((tid_ & 127) == 0) {
-                        tma_store_2d(&tmD, buf_, j0_ + 64 * c_, i0_);
+                        tma_store_2d(&tmD, buf_, dj_ + 64 * c_, di_);
                         bulk_commit();
                     }
                 }
             }
+            pend_ = 0;
         }
         if ((tid_ & 127) == 0) bulk_wait_read<0>();  // the last D boxes are read before shared memory goes
         mbar_arrive(done_);  // finished

@@ -14,6 +14,7 @@ from ctgraph.expr import FloorDiv, Mod
 from lowering.cuda.driver import LaunchAttribute
 from lowering.cuda.hopper import (
     A_STAGE_MIN_BYTES,
+    SPARE_REGS,
     SMEM_LIMIT,
     WATCHDOG_NS,
     accumulator_budget,
@@ -332,19 +333,53 @@ def test_hopper_four_consumer_warpgroups_release_each_stage_once_its_group_retir
     that stage at once (one more stage loading); fewer keep one group in flight and free the stage before."""
     kern = cuda_kernel("streamk2tile", tile=tile, mainloop="wgmma", **options)
     assert kern.program.layout["EARLY_RELEASE"] == early == (kern.program.layout["CONSUMERS"] == 4)
-    loop = kern.source.split("wgmma_commit();")[1].split("}")[0]
+    loop = kern.source.split("wgmma_commit();")[1]
+    loop = loop[loop.index("wgmma_wait") :].split("}")[0]  # past the deferred D box (DEFER_D) staged under the group
     if early:
         assert "wgmma_wait<0>();" in loop and "(empty_ + 8 * s_" in loop and "wgmma_wait<1>" not in loop
     else:
         assert "wgmma_wait<1>();" in loop and "ring_.previous()" in loop
 
 
-def test_hopper_epilogue_reads_c_only_when_beta_is_not_zero():
-    """The staged epilogue has a box loop per case: beta == 0 computes no address or mask of C."""
-    src = cuda_kernel("streamk2tile", tile=(128, 128, 64), mainloop="wgmma").source
-    with_c, without_c = src.split("if (beta != 0.f) {")[1].split("fence_proxy_async();")[0].split("else {")
-    assert "C[c_at_]" in with_c and "C[" not in without_c and "c_at_" not in without_c
-    assert "stmatrix_x4" in with_c and "stmatrix_x4" in without_c
+@pytest.mark.parametrize(("tile", "defer"), [((128, 128, 64), True), ((256, 128, 64), False)], ids=str)
+def test_hopper_epilogue_reads_c_only_when_beta_is_not_zero(tile, defer):
+    """The epilogue has a copy per case, of its box loop or (``DEFER_D``) of its pack: beta == 0 computes no
+    address or mask of C."""
+    kern = cuda_kernel("streamk2tile", tile=tile, mainloop="wgmma")
+    assert kern.program.layout["DEFER_D"] == defer
+    end = "pend_ = " if defer else "fence_proxy_async();"
+    with_c, without_c = kern.source.split("if (beta != 0.f) {")[1].split(end)[0].split("else {")
+    assert "C[" in with_c and "C[" not in without_c and "c_at_" not in without_c
+    staged = "pk_[q_] =" if defer else "stmatrix_x4"
+    assert staged in with_c and staged in without_c
+
+
+@pytest.mark.parametrize(
+    ("tile", "options", "defer"),
+    [
+        ((128, 256, 64), {}, True),  # 128 accumulators + 64 packed fit 232 registers
+        ((256, 256, 64), {"cluster": 2}, True),
+        ((64, 256, 64), {"pingpong": True}, False),  # the other warpgroup's mainloop runs under the epilogue
+        ((256, 128, 64), {}, False),  # four warpgroups: 112 registers a thread
+        ((192, 192, 64), {}, False),  # three: 160
+        ((128, 240, 64), {}, True),  # a tail box of D_TAIL = 48 columns
+        ((232, 128, 64), {}, True),  # swapped: 116 accumulators of D^T, a tail box of 40 rows
+    ],
+    ids=str,
+)
+def test_hopper_defers_d_where_its_packed_registers_fit(tile, options, defer):
+    """``DEFER_D``: the epilogue packs D into ``NACC/2`` registers and the next K loop stages and stores one box
+    after each step's wgmma group is issued; the rest goes at the next epilogue and at the end. It is on where
+    ``3*NACC/2 + SPARE_REGS`` registers fit the consumers' ``setmaxnreg`` share, and off with ping-pong."""
+    kern = cuda_kernel("streamk2tile", tile=tile, mainloop="wgmma", **options)
+    L, src = kern.program.layout, kern.source
+    assert L["DEFER_D"] == defer
+    assert (L["NACC"] * 3 // 2 + SPARE_REGS <= register_split(L["WARPGROUPS"])[1] and not L["PINGPONG"]) == defer
+    assert ("unsigned pk_[NACC / 2];" in src) == defer
+    step = src.split("wgmma_commit();")[1].split("wgmma_wait")[0]
+    assert ("if (pend_ > 0)" in step and "tma_store_2d" in step and "--pend_;" in step) == defer
+    consumer_end = src.split("bulk_wait_read<0>();  // the last D boxes")[0].rsplit("ring_.next()", 1)[1]
+    assert ("pend_ = 0;" in consumer_end) == defer
 
 
 def test_golden_hopper_cu():
