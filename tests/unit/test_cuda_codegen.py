@@ -14,8 +14,8 @@ from ctgraph.expr import FloorDiv, Mod
 from lowering.cuda.driver import LaunchAttribute
 from lowering.cuda.hopper import (
     A_STAGE_MIN_BYTES,
-    SPARE_REGS,
     SMEM_LIMIT,
+    SPARE_REGS,
     WATCHDOG_NS,
     accumulator_budget,
     d_tail_box,
