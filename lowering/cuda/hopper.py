@@ -453,7 +453,7 @@ class HopperCodegen(_Codegen):
         if stores:
             w("unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer")
         if self.defer:
-            w("unsigned pk_[NACC / 2];  // the last tile's D (alpha*acc + beta*C) in fp16 pairs, its boxes not yet stored")
+            w("unsigned pk_[NACC / 2];  // the last tile's D, alpha*acc + beta*C in fp16 pairs, until its boxes go")
             w("int pend_ = 0, di_ = 0, dj_ = 0;  // its boxes left to store and its origin (i0_, j0_)")
         w("float acc[NACC];")
         self._role_body("consumer")

@@ -389,7 +389,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         [[maybe_unused]] const int warp_m_ = cta_m_ * 4 * CONSUMERS + (tid_ >> 5), warp_n_ = cta_n_;
         Ring ring_;
         unsigned box_ = 0;  // D boxes staged so far: box_ % D_BUFFERS is the next staging buffer
-        unsigned pk_[NACC / 2];  // the last tile's D (alpha*acc + beta*C) in fp16 pairs, its boxes not yet stored
+        unsigned pk_[NACC / 2];  // the last tile's D, alpha*acc + beta*C in fp16 pairs, until its boxes go
         int pend_ = 0, di_ = 0, dj_ = 0;  // its boxes left to store and its origin (i0_, j0_)
         float acc[NACC];
         int child_sk = 0;
