@@ -848,16 +848,22 @@ class HopperCodegen(_Codegen):
         w = self.w
         self._flush_boxes()  # the last tile's boxes its next K loop had no steps left for
         row, col = self._acc_coords()
+        # NOTE: a copy per case, so that beta == 0 runs none of C's index math, and alpha == 1 (the common case;
+        # bit-identical) no multiplies between the tile's last wgmma and the next tile's first
         w.open("if (beta != 0.f)")
         self._pack(node, row, col)
+        w.close()
+        w.open("else if (alpha == 1.f)")
+        self._pack(None, row, col, scaled=False)
         w.close()
         w.open("else")
         self._pack(None, row, col)
         w.close()
         w(f"pend_ = {self._boxes()}, di_ = i0_, dj_ = j0_;")
 
-    def _pack(self, node: C.Epilogue | None, row: str, col: str) -> None:
-        """``pk_[q] = fp16x2(alpha*acc[2q] + beta*C, alpha*acc[2q+1] + beta*C)``, C where ``node`` gives it."""
+    def _pack(self, node: C.Epilogue | None, row: str, col: str, scaled: bool = True) -> None:
+        """``pk_[q] = fp16x2(alpha*acc[2q] + beta*C, alpha*acc[2q+1] + beta*C)``, C where ``node`` gives it
+        (``scaled=False``: ``acc`` as it is, for ``alpha == 1``)."""
         w = self.w
         w("#pragma unroll")
         w.open("for (int q_ = 0; q_ < NACC / 2; ++q_)")
@@ -865,7 +871,7 @@ class HopperCodegen(_Codegen):
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 2; ++x_)")
         w("const int e_ = 2 * q_ + x_;")
-        w("v_[x_] = alpha * acc[e_];")
+        w(f"v_[x_] = {'alpha * ' if scaled else ''}acc[e_];")
         if node is not None:
             i, j = node.row, node.col
             w(f"const int {i.name} = {row}, {j.name} = {col};")

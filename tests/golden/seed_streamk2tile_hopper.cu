@@ -572,6 +572,19 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                             pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);
                         }
                     }
+                    else if (alpha == 1.f) {
+                        #pragma unroll
+                        for (int q_ = 0; q_ < NACC / 2; ++q_) {
+                            float v_[2];
+                            #pragma unroll
+                            for (int x_ = 0; x_ < 2; ++x_) {
+                                const int e_ = 2 * q_ + x_;
+                                v_[x_] = acc[e_];
+                            }
+                            const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);
+                            pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);
+                        }
+                    }
                     else {
                         #pragma unroll
                         for (int q_ = 0; q_ < NACC / 2; ++q_) {
@@ -697,6 +710,19 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                             v_[x_] = alpha * acc[e_];
                             const int i = warp_m_ * (BM / WM) + (e_ / (NI * 4)) * 16 + (lane_ >> 2) + ((e_ & 2) ? 8 : 0), j = warp_n_ * (BN / WN) + ((e_ / 4) % NI) * 8 + (lane_ & 3) * 2 + (e_ & 1);
                             if (i + 64*m < M && j + 64*n < N) v_[x_] += beta * __half2float(C[N*(i + 64*m) + j + 64*n]);
+                        }
+                        const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);
+                        pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);
+                    }
+                }
+                else if (alpha == 1.f) {
+                    #pragma unroll
+                    for (int q_ = 0; q_ < NACC / 2; ++q_) {
+                        float v_[2];
+                        #pragma unroll
+                        for (int x_ = 0; x_ < 2; ++x_) {
+                            const int e_ = 2 * q_ + x_;
+                            v_[x_] = acc[e_];
                         }
                         const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);
                         pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);

@@ -352,6 +352,10 @@ def test_hopper_epilogue_reads_c_only_when_beta_is_not_zero(tile, defer):
     assert "C[" in with_c and "C[" not in without_c and "c_at_" not in without_c
     staged = "pk_[q_] =" if defer else "stmatrix_x4"
     assert staged in with_c and staged in without_c
+    if defer:  # and a copy for alpha == 1 without its multiplies
+        with_c, unscaled = with_c.split("else if (alpha == 1.f) {")
+        assert "alpha" not in unscaled and "C[" not in unscaled and staged in unscaled
+        assert "alpha * acc[e_]" in with_c and "alpha * acc[e_]" in without_c
 
 
 @pytest.mark.parametrize(
