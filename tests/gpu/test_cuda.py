@@ -223,6 +223,34 @@ def test_wgmma_swapped(shape, transform, tile, options):
     check(kern(A, B), A, B, C, 1.0, 0.0, "float16")  # beta = 0: the epilogue's other copy of the box loop
 
 
+@pytest.mark.parametrize(
+    ("tile", "options", "defer"),
+    [
+        ((128, 256, 64), {}, True),
+        ((128, 240, 64), {}, True),  # a tail box of 48 columns
+        ((232, 128, 64), {}, True),  # swapped, a tail box of 40 rows
+        ((256, 256, 64), {"cluster": 2}, True),
+        ((256, 128, 64), {}, False),  # four consumer warpgroups: the staged epilogue
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (2.5, 0.0), (1.0, 0.5)], ids=str)
+@pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
+@pytest.mark.parametrize(("shape", "workgroups"), [((1000, 1000, 64), 3), ((777, 1030, 1000), 5)], ids=str)
+def test_wgmma_deferred_epilogue(shape, workgroups, transform, alpha, beta, tile, options, defer):
+    """``DEFER_D``: a tile's D is packed and its boxes are stored under the next tile's K steps, the rest at the
+    next epilogue (one K step a tile here, against four boxes or more) and at the end; each copy of the pack
+    (beta != 0, alpha == 1, else). Few workgroups, so that each runs several tiles."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    kern = ctgraph.compile(g, transform=transform, workgroups=workgroups, target="cuda", mainloop="wgmma", **options)
+    assert kern.program.layout["DEFER_D"] == defer
+    D = kern(A, B, C, alpha=alpha, beta=beta)
+    check(D, A, B, C, alpha, beta, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=alpha, beta=beta))
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 8), (200, 688, 128), (1592, 2656, 1224), (256, 256, 65536)], ids=str)
 def test_auto_tile(shape):
     """``macro_tile="auto"`` with ``transform="auto"``: the tile and the policy chosen per shape."""
