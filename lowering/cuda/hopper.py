@@ -18,7 +18,9 @@ kernel, once per role:
   fixup is the control graph's, with a named barrier over the consumer threads instead of ``__syncthreads``,
   and partials to add read from the ring stages the producer filled (:meth:`HopperCodegen._consume_partial`);
   the epilogue stages D in shared memory and stores it with TMA (:meth:`HopperCodegen._epilogue_tma`), so the
-  store of one tile runs on under the next tile's mainloop.
+  store of one tile runs on under the next tile's mainloop. Where ``NACC/2`` more registers fit (``DEFER_D``)
+  the epilogue only packs D to fp16 registers, and the next tile's K loop stages and stores one box per K step
+  under that step's wgmma group (:meth:`HopperCodegen._epilogue_deferred`).
 - **watchdog** (warp 1's first thread; :meth:`HopperCodegen._watchdog`): the mbarrier waits are bare ``try_wait``
   loops, unbounded; this thread sleeps on ``done_``, which the producer and every math thread arrive on as they
   finish, and traps if the CTA has not finished ``WATCHDOG_NS`` after it began, so a phase that never completes is
