@@ -764,7 +764,7 @@ class HopperCodegen(_Codegen):
                 super()._Epilogue(tag, node)
             return
         self._hand_over()
-        self._epilogue_tma(tag, node)
+        self._epilogue_tma(node)
 
     def _acc_coords(self) -> tuple[str, str]:
         """Tile row and column of accumulator element ``e_``; swapped, the fragment is D^T's: warp ``w`` of the
@@ -777,7 +777,7 @@ class HopperCodegen(_Codegen):
         col = f"cta_n_ * CTA_N + (tid_ >> 5) * 16 + (lane_ >> 2) + (({e} & 2) ? 8 : 0)"
         return row, col
 
-    def _epilogue_tma(self, tag: int, node: C.Epilogue) -> None:
+    def _epilogue_tma(self, node: C.Epilogue) -> None:
         """``D = alpha*acc + beta*C`` through shared memory: each consumer warpgroup writes its 64 rows (swapped:
         its 64 columns, :meth:`_stage_box_swapped`) as fp16 into 64 x 64 (swapped: D_ROWS x 64) boxes laid out
         as TMA's 128-byte swizzle (16-byte unit ``u`` of row ``r`` at unit ``u ^ (r % 8)``: a warp's 8 rows hit
@@ -796,7 +796,7 @@ class HopperCodegen(_Codegen):
         else:  # this warpgroup's 64 rows, in boxes of 64 columns (the last: D_TAIL)
             w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * (tid_ >> 7), j0_ = {self.cxx(col0)}{dj};")
         if self.defer:
-            self._epilogue_deferred(tag, node)
+            self._epilogue_deferred(node)
         else:
             w("#pragma unroll")
             w.open(f"for (int c_ = 0; c_ < {self._boxes()}; ++c_)")
@@ -841,16 +841,12 @@ class HopperCodegen(_Codegen):
         w("bulk_commit();")
         w.close()
 
-    def _epilogue_deferred(self, tag: int, node: C.Epilogue) -> None:
+    def _epilogue_deferred(self, node: C.Epilogue) -> None:
         """``DEFER_D``: pack ``alpha*acc + beta*C`` into fp16 pairs ``pk_[e/2] = (D(e), D(e+1))`` and leave the
         boxes to the next K loop, which stages and stores one per K step while that step's wgmma group runs
         (:meth:`_store_pending_box`); what it leaves is stored at the next epilogue or when the work runs out
         (:meth:`_flush_boxes`). The tensor cores then wait at a tile's end only for the pack, not for the staging:
-        4096^3 in 256 x 256 tiles ran 0.7% faster (H100, docs/benchmarks.md).
-
-        The workgroup's last tile of its loop (the tile loop's condition false at ``counter + increment``) stores
-        at once: its boxes would otherwise wait for that condition's index math, ~0.2 us that kernels of one tile
-        a workgroup and a few microseconds lost (up to 7%)."""
+        4096^3 in 256 x 256 tiles ran 0.7% faster (H100, docs/benchmarks.md)."""
         w = self.w
         self._flush_boxes()  # the last tile's boxes its next K loop had no steps left for
         row, col = self._acc_coords()
@@ -866,21 +862,6 @@ class HopperCodegen(_Codegen):
         self._pack(None, row, col)
         w.close()
         w(f"pend_ = {self._boxes()}, di_ = i0_, dj_ = j0_;")
-        loop = self._tile_loop(tag)
-        if loop is not None:
-            more = loop.condition.subs(loop.counter, loop.counter + loop.increment)
-            w("// the loop's last tile: no next K loop to store its boxes under")
-            w.open(f"if (!({self.cxx(more)}))")
-            self._flush_boxes()
-            w.close()
-
-    def _tile_loop(self, tag: int) -> C.ForLoop | None:
-        """The loop of the kernel's body that node ``tag`` is in (its tile loop), if any."""
-        parent = self.cg.parent(tag)
-        while parent is not None and parent != self.tag:
-            tag, parent = parent, self.cg.parent(parent)
-        node = self.cg[tag]
-        return node if parent == self.tag and isinstance(node, C.ForLoop) else None
 
     def _pack(self, node: C.Epilogue | None, row: str, col: str, scaled: bool = True) -> None:
         """``pk_[q] = fp16x2(alpha*acc[2q] + beta*C, alpha*acc[2q+1] + beta*C)``, C where ``node`` gives it

@@ -599,38 +599,6 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         }
                     }
                     pend_ = CTA_N / 64, di_ = i0_, dj_ = j0_;
-                    // the loop's last tile: no next K loop to store its boxes under
-                    if (!(forK_sk + forTile_sk < numSKTilesPerWG && forK_sk + forTile_sk + numSKTilesPerWG*wg < numTilesSK && forK_sk + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((forK_sk + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM)) {
-                        // the last tile's boxes left
-                        if (pend_ > 0) {
-                            #pragma unroll
-                            for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
-                                if (c_ >= (CTA_N / 64) - pend_) {
-                                    const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;
-                                    if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
-                                    bar_sync(2 + wg_, 128);  // this warpgroup's named barrier
-                                    #pragma unroll
-                                    for (int p_ = 0; p_ < 4; ++p_) {
-                                        unsigned h_[4];
-                                        #pragma unroll
-                                        for (int x_ = 0; x_ < 4; ++x_) {
-                                            const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                            h_[x_] = pk_[e_ / 2];
-                                        }
-                                        const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
-                                        stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
-                                    }
-                                    fence_proxy_async();  // the box is visible to TMA
-                                    bar_sync(2 + wg_, 128);
-                                    if ((tid_ & 127) == 0) {
-                                        tma_store_2d(&tmD, buf_, dj_ + 64 * c_, di_);
-                                        bulk_commit();
-                                    }
-                                }
-                            }
-                            pend_ = 0;
-                        }
-                    }
                 }
             }
         }
@@ -774,38 +742,6 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     }
                 }
                 pend_ = CTA_N / 64, di_ = i0_, dj_ = j0_;
-                // the loop's last tile: no next K loop to store its boxes under
-                if (!(forK_dp + forTile_dp < numDPTilesPerWG && forK_dp + forTile_dp + numDPTilesPerWG*wg < numTilesDP && forK_dp + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((forK_dp + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM)) {
-                    // the last tile's boxes left
-                    if (pend_ > 0) {
-                        #pragma unroll
-                        for (int c_ = 0; c_ < CTA_N / 64; ++c_) {
-                            if (c_ >= (CTA_N / 64) - pend_) {
-                                const unsigned buf_ = sD_ + (wg_ * D_BUFFERS + box_++ % D_BUFFERS) * D_STAGE * 2;
-                                if ((tid_ & 127) == 0) bulk_wait_read<D_BUFFERS - 1>();  // this buffer's last store has read it
-                                bar_sync(2 + wg_, 128);  // this warpgroup's named barrier
-                                #pragma unroll
-                                for (int p_ = 0; p_ < 4; ++p_) {
-                                    unsigned h_[4];
-                                    #pragma unroll
-                                    for (int x_ = 0; x_ < 4; ++x_) {
-                                        const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                        h_[x_] = pk_[e_ / 2];
-                                    }
-                                    const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
-                                    stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
-                                }
-                                fence_proxy_async();  // the box is visible to TMA
-                                bar_sync(2 + wg_, 128);
-                                if ((tid_ & 127) == 0) {
-                                    tma_store_2d(&tmD, buf_, dj_ + 64 * c_, di_);
-                                    bulk_commit();
-                                }
-                            }
-                        }
-                        pend_ = 0;
-                    }
-                }
             }
         }
         // the last tile's boxes left
