@@ -846,7 +846,9 @@ class HopperCodegen(_Codegen):
         boxes to the next K loop, which stages and stores one per K step while that step's wgmma group runs
         (:meth:`_store_pending_box`); what it leaves is stored at the next epilogue or when the work runs out
         (:meth:`_flush_boxes`). The tensor cores then wait at a tile's end only for the pack, not for the staging:
-        4096^3 in 256 x 256 tiles ran 0.7% faster (H100, docs/benchmarks.md)."""
+        4096^3 in 256 x 256 tiles ran 0.7% faster (H100, docs/benchmarks.md). Kernels of one tile a workgroup and a
+        few microseconds ran up to 7% slower (0.2-0.3 us): the boxes of a workgroup's last tile wait for its tile
+        loop's condition, whose index math runs first."""
         w = self.w
         self._flush_boxes()  # the last tile's boxes its next K loop had no steps left for
         row, col = self._acc_coords()
