@@ -253,7 +253,9 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         raise ValueError(_misfit(macro_tile, dtype, (cm, cn), opts.multicast, swap))
     producer_regs, consumer_regs = register_split(warpgroups)
     # the D of a tile, packed to fp16 (NACC/2 registers), is stored under the next tile's mainloop where those
-    # registers fit beside the accumulators; ping-pong overlaps its epilogues with the other warpgroup instead
+    # registers fit beside the accumulators; ping-pong overlaps its epilogues with the other warpgroup instead.
+    # NOTE: the budget is the consumers' setmaxnreg share: ptxas allocates past the launch's share in the branch
+    # after setmaxnreg.inc (a 128 x 256 CTA's consumers use registers up to R210 of 232, no spills; sm_90a, CUDA 13)
     defer = not opts.pingpong and side_n // 2 * 3 // 2 + SPARE_REGS <= consumer_regs
     # a CTA loads A_SHARE of its grid row's CTA_M rows of A (whole swizzle atoms; the last share overlaps the one
     # before where CLUSTER_N does not divide CTA_M into them, so a stage receives CLUSTER_N * A_SHARE rows)
