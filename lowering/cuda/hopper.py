@@ -890,30 +890,26 @@ class HopperCodegen(_Codegen):
     def _store_pending_box(self) -> None:
         """In the K loop, after a step's wgmma group is issued: stage and store the next of the last tile's boxes
         (``DEFER_D``). The loop over the boxes is unrolled so that ``pk_`` is indexed by constants (registers)."""
-        w, boxes = self.w, self._boxes()
-        w("// one box of the last tile's D, staged and stored under this step's wgmma group")
-        w.open("if (pend_ > 0)")
-        w("#pragma unroll")
-        w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_)")
-        w.open(f"if (c_ == ({boxes}) - pend_)")
-        self._store_box(None, "di_", "dj_")
-        w.close()
-        w.close()
-        w("--pend_;")
-        w.close()
+        self.w("// one box of the last tile's D, staged and stored under this step's wgmma group")
+        self._pending_boxes("==", "--pend_;")
 
     def _flush_boxes(self) -> None:
         """Stage and store the last tile's boxes left (``DEFER_D``)."""
+        self.w("// the last tile's boxes left")
+        self._pending_boxes(">=", "pend_ = 0;")
+
+    def _pending_boxes(self, which: str, then: str) -> None:
+        """The last tile's boxes ``c_`` with ``c_ {which} boxes - pend_`` (its next, or all it has left), staged and
+        stored from ``pk_``; then ``then`` (what ``pend_`` becomes)."""
         w, boxes = self.w, self._boxes()
-        w("// the last tile's boxes left")
         w.open("if (pend_ > 0)")
         w("#pragma unroll")
         w.open(f"for (int c_ = 0; c_ < {boxes}; ++c_)")
-        w.open(f"if (c_ >= ({boxes}) - pend_)")
+        w.open(f"if (c_ {which} ({boxes}) - pend_)")
         self._store_box(None, "di_", "dj_")
         w.close()
         w.close()
-        w("pend_ = 0;")
+        w(then)
         w.close()
 
     def _stage_box(self, node: C.Epilogue | None, row: str, col: str, packed: bool = False) -> None:
