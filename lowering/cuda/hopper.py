@@ -877,15 +877,21 @@ class HopperCodegen(_Codegen):
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 2; ++x_)")
         w("const int e_ = 2 * q_ + x_;")
+        self._element(node, row, col, scaled)
+        w.close()
+        w("const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);")
+        w("pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);")
+        w.close()
+
+    def _element(self, node: C.Epilogue | None, row: str, col: str, scaled: bool = True) -> None:
+        """``v_[x_] = alpha*acc[e_]`` (``scaled=False``: ``acc[e_]``), ``+ beta*C`` at accumulator ``e_``'s row
+        and column where ``node`` gives C's address and mask."""
+        w = self.w
         w(f"v_[x_] = {'alpha * ' if scaled else ''}acc[e_];")
         if node is not None:
             i, j = node.row, node.col
             w(f"const int {i.name} = {row}, {j.name} = {col};")
             w(f"if ({self.cxx(node.mask)}) v_[x_] += beta * __half2float(C[{self.cxx(node.address)}]);")
-        w.close()
-        w("const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);")
-        w("pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);")
-        w.close()
 
     def _store_pending_box(self) -> None:
         """In the K loop, after a step's wgmma group is issued: stage and store the next of the last tile's boxes
@@ -971,11 +977,7 @@ class HopperCodegen(_Codegen):
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 4; ++x_)")
         w("const int e_ = 4 * (c_ * (D_ROWS / 8) + q_) + x_;")
-        w("v_[x_] = alpha * acc[e_];")
-        if node is not None:
-            i, j = node.row, node.col
-            w(f"const int {i.name} = {row}, {j.name} = {col};")
-            w(f"if ({self.cxx(node.mask)}) v_[x_] += beta * __half2float(C[{self.cxx(node.address)}]);")
+        self._element(node, row, col)
         w.close()
         w("const __half2 h0_ = __floats2half2_rn(v_[0], v_[1]), h1_ = __floats2half2_rn(v_[2], v_[3]);")
         w("stmatrix_x2_trans(at_, *reinterpret_cast<const unsigned*>(&h0_), *reinterpret_cast<const unsigned*>(&h1_));")
