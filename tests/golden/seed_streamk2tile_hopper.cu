@@ -407,8 +407,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
             m = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN);
             n = (((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN);
             kStart = ((forTile_sk + numSKTilesPerWG*wg) % numTilesK);
-            #pragma unroll
-            for (int e_ = 0; e_ < NACC; ++e_) acc[e_] = 0.f;
+            // acc: the K loop below runs at least once, and its first wgmma ignores acc (scale-d = 0)
              {
                 // K loop: trip count from its condition (true on a prefix of [0, min(numSKTilesPerWG, numTilesK)])
                 int lo_ = 0, hi_ = min(numSKTilesPerWG, numTilesK);
@@ -433,7 +432,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         // A: K-major, 8-row groups 8*SWIZZLE bytes apart; B: MN-major, 64-column chunks BK*128 bytes apart
                         const unsigned long long da_ = smem_desc(a_, 16, 8 * SWIZZLE, SWIZZLE);
                         const unsigned long long db_ = smem_desc(b_, BK * 128, 1024, 128);
-                        wgmma_n64(acc, da_, db_, 1);
+                        wgmma_n64(acc, da_, db_, forK_sk > 0 || ks_ > 0);
                     }
                     wgmma_commit();
                     // one box of the last tile's D, staged and stored under this step's wgmma group
@@ -605,8 +604,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
         for (forTile_dp = 0; forTile_dp < numDPTilesPerWG && forTile_dp + numDPTilesPerWG*wg < numTilesDP && forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM; forTile_dp += forK_dp) {
             m = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN);
             n = (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN);
-            #pragma unroll
-            for (int e_ = 0; e_ < NACC; ++e_) acc[e_] = 0.f;
+            // acc: the K loop below runs at least once, and its first wgmma ignores acc (scale-d = 0)
              {
                 // K loop: trip count from its condition (true on a prefix of [0, min(numDPTilesPerWG, numTilesK)])
                 int lo_ = 0, hi_ = min(numDPTilesPerWG, numTilesK);
@@ -631,7 +629,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                         // A: K-major, 8-row groups 8*SWIZZLE bytes apart; B: MN-major, 64-column chunks BK*128 bytes apart
                         const unsigned long long da_ = smem_desc(a_, 16, 8 * SWIZZLE, SWIZZLE);
                         const unsigned long long db_ = smem_desc(b_, BK * 128, 1024, 128);
-                        wgmma_n64(acc, da_, db_, 1);
+                        wgmma_n64(acc, da_, db_, forK_dp > 0 || ks_ > 0);
                     }
                     wgmma_commit();
                     // one box of the last tile's D, staged and stored under this step's wgmma group

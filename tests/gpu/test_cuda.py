@@ -236,11 +236,14 @@ def test_wgmma_swapped(shape, transform, tile, options):
 )
 @pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (2.5, 0.0), (1.0, 0.5)], ids=str)
 @pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
-@pytest.mark.parametrize(("shape", "workgroups"), [((1000, 1000, 64), 3), ((777, 1032, 1000), 5)], ids=str)
+@pytest.mark.parametrize(
+    ("shape", "workgroups"), [((1000, 1000, 64), 3), ((777, 1032, 1000), 5), ((300, 520, 200), 66)], ids=str
+)
 def test_wgmma_deferred_epilogue(shape, workgroups, transform, alpha, beta, tile, options, defer):
     """``DEFER_D``: a tile's D is packed and its boxes are stored under the next tile's K steps, the rest at the
     next epilogue (one K step a tile here, against four boxes or more) and at the end; each copy of the pack
-    (beta != 0, alpha == 1, else). Few workgroups, so that each runs several tiles."""
+    (beta != 0, alpha == 1, else). Few workgroups, so that each runs several tiles; and more workgroups than
+    tiles, so that each runs at most one tile (or piece), whose boxes go at the end."""
     m, n, k = shape
     A, B, C = operands(m, n, k, "float16")
     g = ctgraph.gemm(m, n, k, macro_tile=tile)

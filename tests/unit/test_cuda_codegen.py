@@ -386,6 +386,27 @@ def test_hopper_defers_d_where_its_packed_registers_fit(tile, options, defer):
     assert ("pend_ = 0;" in consumer_end) == defer
 
 
+@pytest.mark.parametrize("transform", ["dataparallel", "streamk", "streamk2tile", "splitk"])
+@pytest.mark.parametrize("options", [{}, {"swap": True}, {"pingpong": True}], ids=str)
+def test_hopper_tiles_start_with_scale_d_zero_instead_of_zeroed_accumulators(transform, options):
+    """Every K loop of the transforms runs at least once where it is reached, so each tile's first wgmma takes
+    scale-d = 0 (``D = A*B``) and no accumulator is zeroed."""
+    tile = (64, 128, 64) if options else (128, 128, 64)
+    src = cuda_kernel(transform, tile=tile, mainloop="wgmma", **options).source
+    assert "acc[e_] = 0.f;" not in src
+    calls = re.findall(r"wgmma_(?:swap_)?n\d+\(acc, d[ab]_, d[ab]_, ([^)]*)\);", src)
+    assert calls and all(re.fullmatch(r"forK_?\w* > 0 \|\| ks_ > 0", c) for c in calls), calls
+
+
+def test_hopper_zeroes_the_accumulators_where_the_k_loop_may_not_run(monkeypatch):
+    """Where the control graph does not show that the K loop runs, the accumulators are zeroed before it as on
+    the mma.sync path, and every wgmma adds to them (scale-d = 1)."""
+    monkeypatch.setattr(ctgraph.control.ControlGraph, "enters", lambda self, loop: False)
+    src = cuda_kernel("streamk", tile=(128, 128, 64), mainloop="wgmma").source
+    assert "acc[e_] = 0.f;" in src
+    assert re.findall(r"wgmma_n128\(acc, da_, db_, ([^)]*)\);", src) == ["1"]
+
+
 def test_golden_hopper_cu():
     path = GOLDEN / "seed_streamk2tile_hopper.cu"
     assert seed_hopper_source() == path.read_text(), "generated CUDA changed: run `make golden` if intended"
@@ -482,7 +503,7 @@ def test_swapped_source_compiles_and_transposes(transform, tile, options):
     with ``stmatrix .trans``; split-K's reduction kernel stores element by element."""
     kern = cuda_kernel(transform, tile=tile, workgroups=1024, mainloop="wgmma", **options, **SPLITS.get(transform, {}))
     src, cta_m = kern.source, kern.program.layout["CTA_M"]
-    assert f"wgmma_swap_n{cta_m}(acc, db_, da_, 1);" in src
+    assert re.search(rf"wgmma_swap_n{cta_m}\(acc, db_, da_, forK\w* > 0 \|\| ks_ > 0\);", src)
     reduce = transform == "splitk_reduce"  # partials to a workspace; the reduction kernel stores D
     assert ("stmatrix_x2_trans(at_" in src) != reduce and ("D[at_] = __float2half(v_);" in src) == reduce
     assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
