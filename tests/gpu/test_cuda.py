@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -474,14 +476,19 @@ NEVER_COMPLETES = textwrap.dedent("""
 def test_an_mbarrier_phase_that_never_completes_traps_instead_of_hanging(tile, options):
     """The mbarrier waits are bare loops: the CTA's watchdog must turn a phase that never completes (here: every
     stage armed for 16 bytes more than its TMA boxes bring) into a launch failure within WATCHDOG_NS. A child
-    process, since the failure takes its CUDA context down."""
+    process, since the failure takes its CUDA context down. One such child at a time on the machine (a file lock
+    across pytest-xdist's workers): with 8 processes trapping at once, 16 of 88 never returned from their launch
+    (one CTA or clusters, with programmatic dependent launch or without), while 12 that trapped beside 7 processes
+    running GEMMs all returned (H100, 2026-11-26, docs/benchmarks.md)."""
     if ctgraph.compile(ctgraph.gemm(64, 64, 64), target="cuda").program.mainloop != "wgmma":
         pytest.skip("not a compute capability 9.0 GPU")
     script = f"MACRO_TILE, OPTIONS = {tile!r}, {options!r}\n" + NEVER_COMPLETES
-    try:
-        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired as e:  # what the child printed says where it stopped: compiling, or launched
-        pytest.fail(f"the child did not finish in 300 s; its output: {e.stdout!r} {e.stderr!r}")
+    with open(os.path.join(tempfile.gettempdir(), "ctgraph-trap-test.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        try:
+            r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired as e:  # what the child printed says where it stopped: compiling, or launched
+            pytest.fail(f"the child did not finish in 300 s; its output: {e.stdout!r} {e.stderr!r}")
     out = r.stdout + r.stderr
     assert "RAISED after" in out, out[-3000:]
     seconds = float(out.split("RAISED after ")[1].split(" s")[0])
