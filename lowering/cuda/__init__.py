@@ -21,6 +21,7 @@ from ctgraph.lower import launch_grids, lower_to_control, partial_slots
 from ctgraph.operands import check_scalars
 from ctgraph.params import bindings
 
+from . import hopper
 from .codegen import generate, layout
 from .divisors import Divisor, fast_divisors
 from .hopper import d_tail_box, hopper_layout, loads_tiles, reduction_launch, swizzle_bytes
@@ -261,12 +262,17 @@ class CudaProgram:
         ]
         if variant == "wgmma":
             args += self._tensor_maps(ops["A"].ptr, ops["B"].ptr, ops["out"].ptr)
+        from .driver import Span, stream_synchronize
+
+        wait = "out" in dev or ops["A"].host  # a numpy result: wait for the kernel, then copy back
+        span = Span(handle) if wait and variant == "wgmma" else None
         for name, grid in self.grids:  # in order, on one stream: a reduction kernel starts after the first
             self.function(variant, name).launch(grid, args, handle)
-        if "out" in dev or ops["A"].host:  # a numpy result: wait for the kernel, then copy back
-            from .driver import stream_synchronize
-
+        if span is not None:  # no CTA runs past its watchdog's limit: a wait twice as long is an error, not a hang
+            span.wait(2 * hopper.WATCHDOG_NS / 1e9 + 10, f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel")
+        elif wait:
             stream_synchronize(handle)
+        if wait:
             if "out" in dev:
                 dev["out"].get(ops["out"].obj)
                 return ops["out"].obj

@@ -790,3 +790,49 @@ def test_pingpong_source_compiles(tile, options):
     kern = cuda_kernel("streamk2tile", tile=tile, workgroups=1024, mainloop="wgmma", pingpong=True, **options)
     assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
     assert "wgmma.mma_async" in kern.ptx and "setmaxnreg.inc.sync.aligned.u32 232" in kern.ptx
+
+
+class _FakeEvents:
+    """libcuda's event calls, with the second event of a span completing after ``polls`` queries (never: None)."""
+
+    def __init__(self, polls: int | None) -> None:
+        self.polls, self.queries, self.destroyed, self.created = polls, 0, 0, 0
+
+    def cuEventCreate(self, event, flags):
+        self.created += 1
+        event._obj.value = self.created  # events 1 and 2
+        return 0
+
+    def cuEventRecord(self, event, stream):
+        return 0
+
+    def cuEventQuery(self, event):
+        if event.value == 1:
+            return 0  # the launches have started
+        self.queries += 1
+        return 0 if self.polls is not None and self.queries > self.polls else 600  # CUDA_ERROR_NOT_READY
+
+    def cuEventDestroy_v2(self, event):
+        self.destroyed += 1
+        return 0
+
+
+@pytest.mark.parametrize("polls", [0, 5])
+def test_a_bounded_wait_returns_once_the_launches_finish(monkeypatch, polls):
+    from lowering.cuda import driver
+
+    fake = _FakeEvents(polls)
+    monkeypatch.setattr(driver, "_lib", lambda: fake)
+    driver.Span(0).wait(60.0, "the kernel")
+    assert fake.queries == polls + 1 and fake.destroyed == 2
+
+
+def test_a_bounded_wait_raises_instead_of_hanging(monkeypatch):
+    """The launches started and never finish: an error after the limit, naming the kernel, and no events left."""
+    from lowering.cuda import driver
+
+    fake = _FakeEvents(None)
+    monkeypatch.setattr(driver, "_lib", lambda: fake)
+    with pytest.raises(driver.CudaError, match=r"the 8x8x8 kernel had not finished 0\.0 s after it started"):
+        driver.Span(0).wait(0.02, "the 8x8x8 kernel")
+    assert fake.queries > 1 and fake.destroyed == 2
