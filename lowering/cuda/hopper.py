@@ -347,6 +347,7 @@ class HopperCodegen(_Codegen):
     role = "consumer"  # whose program is being printed: _role_body sets it per role
     reduction = False  # a kernel without tile loads: split-K's reduction (:meth:`_reduction_kernel`)
     defer = False  # D's boxes are stored under the next tile's K loop (``DEFER_D``, :meth:`_epilogue_deferred`)
+    fresh = False  # the next K loop starts a tile with scale-d = 0 (:meth:`_ZeroAccumulator`, :meth:`_consume`)
 
     def layout(self) -> dict[str, int]:
         return hopper_layout(self.kernel.macro_tile, self.dtype, self.opts)
@@ -387,7 +388,7 @@ class HopperCodegen(_Codegen):
     def _kernel(self) -> str:
         self.reduction = not loads_tiles(self.cg, self.tag)
         self.defer = False
-        self.fresh = False  # the next K loop starts a tile with scale-d = 0 (_ZeroAccumulator, _consume)
+        self.fresh = False
         if self.L["PINGPONG"]:
             self.sync = "bar_sync(2 + wg_, THREADS);"
         if self.reduction:
