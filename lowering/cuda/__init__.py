@@ -9,6 +9,7 @@ and the flags reset themselves.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import threading
@@ -262,15 +263,15 @@ class CudaProgram:
         ]
         if variant == "wgmma":
             args += self._tensor_maps(ops["A"].ptr, ops["B"].ptr, ops["out"].ptr)
-        from .driver import Span, stream_synchronize
+        from .driver import bounded_wait, stream_synchronize
 
         wait = "out" in dev or ops["A"].host  # a numpy result: wait for the kernel, then copy back
-        span = Span(handle) if wait and variant == "wgmma" else None
-        for name, grid in self.grids:  # in order, on one stream: a reduction kernel starts after the first
-            self.function(variant, name).launch(grid, args, handle)
-        if span is not None:  # no CTA runs past its watchdog's limit: a wait twice as long is an error, not a hang
-            span.wait(2 * hopper.WATCHDOG_NS / 1e9 + 10, f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel")
-        elif wait:
+        bounded = wait and variant == "wgmma"  # no CTA runs past its watchdog's limit: twice that is an error
+        what = f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel"
+        with bounded_wait(handle, 2 * hopper.WATCHDOG_NS / 1e9 + 10, what) if bounded else contextlib.nullcontext():
+            for name, grid in self.grids:  # in order, on one stream: a reduction kernel starts after the first
+                self.function(variant, name).launch(grid, args, handle)
+        if wait and not bounded:
             stream_synchronize(handle)
         if wait:
             if "out" in dev:

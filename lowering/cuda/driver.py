@@ -7,14 +7,15 @@ Everything runs in the current context, which is the device's primary context (s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CudaError", "Function", "Launch", "Span", "device_attribute", "load_function", "stream_synchronize"]
+__all__ = ["CudaError", "Function", "Launch", "bounded_wait", "device_attribute", "load_function", "stream_synchronize"]
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -48,48 +49,45 @@ CU_EVENT_DISABLE_TIMING = 2
 CUDA_ERROR_NOT_READY = 600
 
 
-class Span:
-    """Two events on ``stream`` around some launches, for a wait that is bounded: :meth:`wait` polls the second
-    and raises once it has not completed ``limit_s`` seconds after the first was seen complete (the launches
-    started: work queued before them is not theirs to bound). The Hopper kernels' CTAs trap after their watchdog's
-    limit, but with several processes trapping at once some blocked in their stream's synchronize for good (H100,
-    2026-11-26, docs/benchmarks.md); this wait raised in those 10.6 s after the start instead (their events never
-    completed, and the processes then blocked on exit in the driver)."""
-
-    def __init__(self, stream: int) -> None:
-        self.stream, self.events = stream, [ctypes.c_void_p(), ctypes.c_void_p()]
-        for e in self.events:
+@contextlib.contextmanager
+def bounded_wait(stream: int, limit_s: float, what: str) -> Iterator[None]:
+    """Launch on ``stream`` inside the block; on leaving it, wait for those launches, polling an event recorded
+    after them every 50 us to 2 ms, and raise once it has not completed ``limit_s`` seconds after an event recorded
+    before them was seen complete (the launches started: work queued earlier is not theirs to bound). The Hopper
+    kernels' CTAs trap after their watchdog's limit, but with several processes trapping at once some blocked in
+    their stream's synchronize for good (H100, 2026-11-26, docs/benchmarks.md); this wait raised in those 10.6 s
+    after the start instead (their events never completed, and the processes then blocked on exit in the driver).
+    A launch that fails inside the block leaves no events behind."""
+    events = [ctypes.c_void_p(), ctypes.c_void_p()]
+    try:
+        for e in events:
             _check(_lib().cuEventCreate(ctypes.byref(e), CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-        self._record(0)
-
-    def _record(self, i: int) -> None:
-        _check(_lib().cuEventRecord(self.events[i], ctypes.c_void_p(self.stream)), "cuEventRecord")
-
-    def _done(self, i: int) -> bool:
-        result = _lib().cuEventQuery(self.events[i])
-        if result != CUDA_ERROR_NOT_READY:
-            _check(result, "cuEventQuery")
-        return result != CUDA_ERROR_NOT_READY
-
-    def wait(self, limit_s: float, what: str) -> None:
-        """After the launches: wait until they have finished, polling every 50 us to 2 ms."""
-        self._record(1)
-        try:
-            started, pause = None, 50e-6
-            while not self._done(1):
-                now = time.monotonic()
-                if started is None and self._done(0):
-                    started = now
-                if started is not None and now - started > limit_s:
-                    raise CudaError(
-                        f"{what} had not finished {limit_s:.1f} s after it started: its CTAs trap after their "
-                        "watchdog's limit, so it hangs or its trap's error was lost; the CUDA context is unusable"
-                    )
-                time.sleep(pause)
-                pause = min(2 * pause, 2e-3)
-        finally:
-            for e in self.events:
+        _check(_lib().cuEventRecord(events[0], ctypes.c_void_p(stream)), "cuEventRecord")
+        yield
+        _check(_lib().cuEventRecord(events[1], ctypes.c_void_p(stream)), "cuEventRecord")
+        started, pause = None, 50e-6
+        while not _completed(events[1]):
+            now = time.monotonic()
+            if started is None and _completed(events[0]):
+                started = now
+            if started is not None and now - started > limit_s:
+                raise CudaError(
+                    f"{what} had not finished {limit_s:.1f} s after it started: its CTAs trap after their "
+                    "watchdog's limit, so it hangs or its trap's error was lost; its CUDA context may not recover"
+                )
+            time.sleep(pause)
+            pause = min(2 * pause, 2e-3)
+    finally:
+        for e in events:
+            if e.value:
                 _lib().cuEventDestroy_v2(e)
+
+
+def _completed(event: ctypes.c_void_p) -> bool:
+    result = _lib().cuEventQuery(event)
+    if result != CUDA_ERROR_NOT_READY:
+        _check(result, "cuEventQuery")
+    return result != CUDA_ERROR_NOT_READY
 
 
 def device_attribute(attribute: int) -> int:

@@ -793,7 +793,7 @@ def test_pingpong_source_compiles(tile, options):
 
 
 class _FakeEvents:
-    """libcuda's event calls, with the second event of a span completing after ``polls`` queries (never: None)."""
+    """libcuda's event calls, with the event after the launches completing after ``polls`` queries (never: None)."""
 
     def __init__(self, polls: int | None) -> None:
         self.polls, self.queries, self.destroyed, self.created = polls, 0, 0, 0
@@ -823,7 +823,8 @@ def test_a_bounded_wait_returns_once_the_launches_finish(monkeypatch, polls):
 
     fake = _FakeEvents(polls)
     monkeypatch.setattr(driver, "_lib", lambda: fake)
-    driver.Span(0).wait(60.0, "the kernel")
+    with driver.bounded_wait(0, 60.0, "the kernel"):
+        pass  # the launches
     assert fake.queries == polls + 1 and fake.destroyed == 2
 
 
@@ -833,6 +834,17 @@ def test_a_bounded_wait_raises_instead_of_hanging(monkeypatch):
 
     fake = _FakeEvents(None)
     monkeypatch.setattr(driver, "_lib", lambda: fake)
-    with pytest.raises(driver.CudaError, match=r"the 8x8x8 kernel had not finished 0\.0 s after it started"):
-        driver.Span(0).wait(0.02, "the 8x8x8 kernel")
+    late = r"the 8x8x8 kernel had not finished 0\.0 s after it started"
+    with pytest.raises(driver.CudaError, match=late), driver.bounded_wait(0, 0.02, "the 8x8x8 kernel"):
+        pass
     assert fake.queries > 1 and fake.destroyed == 2
+
+
+def test_a_bounded_wait_does_not_wait_when_a_launch_fails(monkeypatch):
+    from lowering.cuda import driver
+
+    fake = _FakeEvents(None)
+    monkeypatch.setattr(driver, "_lib", lambda: fake)
+    with pytest.raises(driver.CudaError, match="cuLaunchKernelEx"), driver.bounded_wait(0, 60.0, "the kernel"):
+        raise driver.CudaError("cuLaunchKernelEx failed")
+    assert fake.queries == 0 and fake.destroyed == 2
