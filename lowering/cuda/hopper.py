@@ -890,15 +890,21 @@ class HopperCodegen(_Codegen):
         w = self.w
         w("#pragma unroll")
         w.open("for (int q_ = 0; q_ < NACC / 2; ++q_)")
+        self._pair(node, row, col, "2 * q_", scaled)
+        w("pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);")
+        w.close()
+
+    def _pair(self, node: C.Epilogue | None, row: str, col: str, first: str, scaled: bool = True) -> None:
+        """``h2_ = fp16x2(v(first), v(first + 1))``: accumulators ``first`` and ``first + 1`` as :meth:`_element`
+        gives them, rounded to a pair of halves."""
+        w = self.w
         w("float v_[2];")
         w("#pragma unroll")
         w.open("for (int x_ = 0; x_ < 2; ++x_)")
-        w("const int e_ = 2 * q_ + x_;")
+        w(f"const int e_ = {first} + x_;")
         self._element(node, row, col, scaled)
         w.close()
         w("const __half2 h2_ = __floats2half2_rn(v_[0], v_[1]);")
-        w("pk_[q_] = *reinterpret_cast<const unsigned*>(&h2_);")
-        w.close()
 
     def _element(self, node: C.Epilogue | None, row: str, col: str, scaled: bool = True) -> None:
         """``v_[x_] = alpha*acc[e_]`` (``scaled=False``: ``acc[e_]``), ``+ beta*C`` at accumulator ``e_``'s row
@@ -950,20 +956,12 @@ class HopperCodegen(_Codegen):
         w.open(f"for (int p_ = 0; p_ < {'(c_ < CTA_N / 64 ? 4 : D_TAIL / 16)' if tail else '4'}; ++p_)")
         w("unsigned h_[4];")
         w("#pragma unroll")
-        w.open("for (int x_ = 0; x_ < 4; ++x_)")
-        w("const int e_ = 32 * c_ + 8 * p_ + 2 * x_;")
+        w.open("for (int y_ = 0; y_ < 4; ++y_)")
         if packed:
-            w("h_[x_] = pk_[e_ / 2];")
+            w("h_[y_] = pk_[16 * c_ + 4 * p_ + y_];")
         else:
-            w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
-            if node is not None:
-                i, j = node.row, node.col
-                w(f"const int {i.name} = {row}, {j.name} = {col};")
-                w(f"const int c_at_ = {self.cxx(node.address)};")
-                w(f"if ({self.cxx(node.mask)}) v0_ += beta * __half2float(C[c_at_]);")
-                w(f"if ({self.cxx(node.mask.subs(j, j + 1))}) v1_ += beta * __half2float(C[c_at_ + 1]);")
-            w("const __half2 h2_ = __floats2half2_rn(v0_, v1_);")
-            w("h_[x_] = *reinterpret_cast<const unsigned*>(&h2_);")
+            self._pair(node, row, col, "32 * c_ + 8 * p_ + 2 * y_")
+            w("h_[y_] = *reinterpret_cast<const unsigned*>(&h2_);")
         w.close()
         w("const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);")
         at = "buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4)"

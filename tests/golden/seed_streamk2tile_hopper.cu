@@ -447,9 +447,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                                 for (int p_ = 0; p_ < 4; ++p_) {
                                     unsigned h_[4];
                                     #pragma unroll
-                                    for (int x_ = 0; x_ < 4; ++x_) {
-                                        const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                        h_[x_] = pk_[e_ / 2];
+                                    for (int y_ = 0; y_ < 4; ++y_) {
+                                        h_[y_] = pk_[16 * c_ + 4 * p_ + y_];
                                     }
                                     const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
                                     stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
@@ -539,9 +538,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                                 for (int p_ = 0; p_ < 4; ++p_) {
                                     unsigned h_[4];
                                     #pragma unroll
-                                    for (int x_ = 0; x_ < 4; ++x_) {
-                                        const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                        h_[x_] = pk_[e_ / 2];
+                                    for (int y_ = 0; y_ < 4; ++y_) {
+                                        h_[y_] = pk_[16 * c_ + 4 * p_ + y_];
                                     }
                                     const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
                                     stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
@@ -644,9 +642,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                                 for (int p_ = 0; p_ < 4; ++p_) {
                                     unsigned h_[4];
                                     #pragma unroll
-                                    for (int x_ = 0; x_ < 4; ++x_) {
-                                        const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                        h_[x_] = pk_[e_ / 2];
+                                    for (int y_ = 0; y_ < 4; ++y_) {
+                                        h_[y_] = pk_[16 * c_ + 4 * p_ + y_];
                                     }
                                     const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
                                     stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
@@ -681,9 +678,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                             for (int p_ = 0; p_ < 4; ++p_) {
                                 unsigned h_[4];
                                 #pragma unroll
-                                for (int x_ = 0; x_ < 4; ++x_) {
-                                    const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                                    h_[x_] = pk_[e_ / 2];
+                                for (int y_ = 0; y_ < 4; ++y_) {
+                                    h_[y_] = pk_[16 * c_ + 4 * p_ + y_];
                                 }
                                 const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
                                 stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
@@ -754,9 +750,8 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     for (int p_ = 0; p_ < 4; ++p_) {
                         unsigned h_[4];
                         #pragma unroll
-                        for (int x_ = 0; x_ < 4; ++x_) {
-                            const int e_ = 32 * c_ + 8 * p_ + 2 * x_;
-                            h_[x_] = pk_[e_ / 2];
+                        for (int y_ = 0; y_ < 4; ++y_) {
+                            h_[y_] = pk_[16 * c_ + 4 * p_ + y_];
                         }
                         const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);
                         stmatrix_x4(buf_ + r_ * 128 + ((u_ ^ (r_ & 7)) << 4), h_[0], h_[1], h_[2], h_[3]);
