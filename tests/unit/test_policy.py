@@ -9,6 +9,7 @@ import pytest
 import ctgraph
 from ctgraph.bench import read_shapes
 from ctgraph.policy import BY_NAME, POLICIES, BloomFilter, TuningTable, load_table, select, shape_key
+from ctgraph.tune import POLICY_MARGIN
 
 CORPUS = read_shapes(__file__.replace("unit/test_policy.py", "bench/corpus.csv"))
 
@@ -142,7 +143,8 @@ def test_shipped_h100_table_has_no_false_negatives():
     assert table is not None and len(table.rows) == 128 and table.macro_tile == "auto"
     for r in table.rows:
         assert r["best"] in table.candidates(r["m"], r["n"], r["k"], r["dtype"])
-        assert r["seconds"][r["best"]] == min(r["seconds"].values())  # the fastest (ties are possible)
+        # the fastest, or a policy a recheck kept within its margin of the fastest (tune.pick_policy)
+        assert r["seconds"][r["best"]] * POLICY_MARGIN <= min(r["seconds"].values())
 
 
 def test_auto_on_the_cpu():
@@ -202,7 +204,7 @@ def test_searched_rows_keep_a_tile_within_the_margin_of_the_fastest():
             assert own * TILE_MARGIN <= min(r["layouts"].values()), r
         else:
             assert r["tile"] in r["tiles"] and r["tiles"][r["tile"]] * TILE_MARGIN <= min(r["tiles"].values()), r
-        assert r["seconds"][r["best"]] == min(r["seconds"].values()), r
+        assert r["seconds"][r["best"]] * POLICY_MARGIN <= min(r["seconds"].values()), r
     assert any("layout" in r for r in searched)
 
 
