@@ -12,7 +12,8 @@ kernel, once per role:
   trip count.
 - **consumers** (``CONSUMERS`` warpgroups, ``setmaxnreg.inc``): run the same loops; for each K iteration
   they wait on ``full[s]``, issue ``BK/16`` ``wgmma.m64nBNk16`` (warpgroup ``c`` owns rows
-  ``64c .. 64c+63`` of the tile), and release the stage of the *previous* iteration on ``empty[s]``
+  ``64c .. 64c+63`` of the tile; with ``BLOCKS = 2``, rows ``128c .. 128c+127`` and a wgmma per 64-row block,
+  :func:`row_blocks`), and release the stage of the *previous* iteration on ``empty[s]``
   once its wgmma group has retired (one group stays in flight); four warpgroups (``EARLY_RELEASE``) wait for
   their own group and release its stage at once, since the others' groups keep the tensor cores busy. The
   fixup is the control graph's, with a named barrier over the consumer threads instead of ``__syncthreads``,
@@ -93,6 +94,7 @@ swizzle atoms stay aligned, and to at least :data:`A_STAGE_MIN_BYTES` (a swapped
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 
 import sympy
@@ -108,11 +110,13 @@ from .ptx import WGMMA_N, WGMMA_SWAP_N, render
 __all__ = [
     "HopperCodegen",
     "accumulator_budget",
+    "accumulators_fit",
     "hopper_layout",
     "launch_registers",
     "loads_tiles",
     "reduction_launch",
     "register_split",
+    "row_blocks",
     "swizzle_bytes",
 ]
 
@@ -123,6 +127,11 @@ D_BUFFERS = 2  # staged D boxes per consumer warpgroup: one is filled while TMA 
 R_UNROLL = 8  # the reduction kernel's loop over the partials, unrolled: loads in flight per thread
 REGISTERS = 64 * 1024  # 32-bit registers per SM: the producer and consumer warpgroups share them
 SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulators (descriptors, indices)
+# NOTE: the same where each of two consumer warpgroups holds two 64-row blocks (row_blocks), within the launch's share
+# of the registers: CTAs of 256 x 160 (160 accumulators in 168 registers) compile without spills in every transform;
+# 256 x 192 spilled 4-36 bytes in two-tile Stream-K (ptxas, sm_90a, CUDA 13). CTAs of 384 rows (three warpgroups)
+# compiled, but failed on the H100: A's rows of a CTA are one TMA box, of at most 256 rows.
+SPARE_REGS_BLOCKS = 8
 # NOTE: from this many consumer warpgroups, each releases a stage as soon as its own wgmma group retires (no group in
 # flight across K steps, so one more stage of the ring is loading): the others' groups keep the tensor cores busy.
 # 256 x 128 CTAs (four warpgroups) ran 2048x2048x8192 in 90.8 us instead of 103.4 and 3912x936x336 in 9.57 instead
@@ -207,7 +216,37 @@ def accumulator_budget(consumers: int) -> int:
     return min(register_split(consumers)[1], launch_registers(128 * (consumers + 1)))
 
 
-def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
+def row_blocks(side_m: int, side_n: int, swap: bool, pingpong: bool, most: int = 2) -> int:
+    """64-row blocks of the CTA tile per consumer warpgroup: 1, or 2 where one block per warpgroup does not fit the
+    registers and two do (at most ``most``; not swapped, not ping-pong; ``side_m`` a multiple of 128).
+
+    With one block, ``c = side_m/64`` warpgroups each hold ``side_n/2`` accumulators a thread; a 256 x 160 CTA needs
+    four warpgroups of 80 and 32 spare registers, over the 96 a thread of a 640-thread CTA is launched with. Two
+    warpgroups of two blocks hold 160 accumulators within the 168 of a 384-thread CTA: each issues one wgmma per
+    block and K step from the same B descriptor. cuBLAS runs CTAs of 256 x 160 and 256 x 192 (in our orientation)
+    on corpus shapes where it leads us most (docs/bench/cublas-kernels.txt). On the H100, 960x5168x6224 in 512 x 160
+    tiles on pairs of such CTAs that share B ran 0.93x cuBLAS, against 0.88x on the tuning table's layout; 8192^3,
+    4096^3 and three other corpus shapes ran slower on them than on their own (docs/benchmarks.md). Neither the tile
+    model nor the tuning table offers them yet: a caller asks for them (``macro_tile=(512, 160, 64), cluster=2``)."""
+    if most == 1 or swap or pingpong or side_m % 128 or accumulators_fit(1, side_m // 64, side_n):
+        return 1
+    return 2 if accumulators_fit(2, side_m // 128, side_n) else 1
+
+
+def accumulators_fit(blocks: int, consumers: int, side_n: int) -> bool:
+    """Whether ``consumers`` warpgroups of ``blocks`` 64-row blocks of ``side_n`` columns hold their accumulators
+    in a thread's registers: one block (1 to 4 warpgroups) with :data:`SPARE_REGS` within
+    :func:`accumulator_budget`, two (1 or 2 warpgroups) with :data:`SPARE_REGS_BLOCKS` within the launch's share."""
+    if not 1 <= consumers <= (4 if blocks == 1 else 2):  # CTAs of at most 256 rows: one TMA box of A
+        return False
+    if blocks == 1:
+        return side_n // 2 + SPARE_REGS <= accumulator_budget(consumers)
+    return blocks * side_n // 2 + SPARE_REGS_BLOCKS <= launch_registers(128 * (consumers + 1))
+
+
+def hopper_layout(
+    macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions, most_blocks: int = 2
+) -> dict[str, int]:
     """Tile constants of the wgmma kernel; ``ValueError`` when the macro tile does not fit it.
 
     A workgroup runs on ``CLUSTER = opts.cluster`` CTAs (``0``: the fewest that fit; with ``multicast=None``
@@ -216,6 +255,10 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     CTA_M/64`` consumer warpgroups (1 to 4; swapped, ``CTA_N/64``). Every consumer thread holds ``CTA_N/2``
     (swapped: ``CTA_M/2``) fp32 accumulators, which must fit its share of registers (:func:`accumulator_budget`):
     ``CTA_N <= 256`` for ``CTA_M <= 128``, ``CTA_N <= 192`` for ``CTA_M = 192``, ``CTA_N <= 128`` for ``CTA_M = 256``.
+    Where one 64-row block per warpgroup does not fit and two do (:func:`row_blocks`, at most ``most_blocks``),
+    ``c = CTA_M/128`` warpgroups hold ``CTA_N`` accumulators each: ``CTA_N <= 160`` for ``CTA_M = 256``
+    (:data:`SPARE_REGS_BLOCKS`). ``cluster=0`` takes the fewest CTAs on which the tile fits one block a
+    warpgroup, and only where none does, two.
     """
     if opts.multicast is None:  # the layout the tile model measured or priced this tile on, else B shared
         measured = tile_layout(macro_tile)
@@ -223,14 +266,14 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
             measured = (opts.cluster, "b")
         cluster, multicast = measured
         return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster, multicast=multicast))
-    if opts.cluster == 0:  # the fewest CTAs the tile fits on; when it fits none, one CTA's error
+    if opts.cluster == 0:  # the fewest CTAs the tile fits on with one row block, else two; else one CTA's error
         errors = []
-        for cluster in CLUSTERS[1:]:
+        for most, cluster in itertools.product((1, most_blocks), CLUSTERS[1:]):
             try:
-                return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster))
+                return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster), most)
             except ValueError as e:
                 errors.append(e)
-        raise errors[0]
+        raise errors[-len(CLUSTERS) + 1]
     bm, bn, bk = macro_tile
     cluster = opts.cluster
     cm, cn = cluster_grid(cluster, opts.multicast)  # CLUSTER_M x CLUSTER_N CTAs
@@ -238,7 +281,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     swap = cta_m % 64 != 0 if opts.swap is None else opts.swap
     # wgmma's 64-row side (a warpgroup each) and its N side: (m, n), or (n, m) when swapped
     side_m, side_n = (cta_n, cta_m) if swap else (cta_m, cta_n)
-    consumers = side_m // 64
+    blocks = row_blocks(side_m, side_n, swap, opts.pingpong, most_blocks)
+    consumers = side_m // (64 * blocks)
     if opts.pingpong and consumers > 1:
         raise ValueError(
             f"pingpong runs CTA tiles of one consumer warpgroup: 64 rows ({64 * cm} x N macro tiles on this cluster "
@@ -248,7 +292,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     fits = dtype == "float16" and side_m % 64 == 0 and 1 <= consumers <= 4 and bk in (32, 64) and cm * cn == cluster
     fits = fits and side_n in (WGMMA_SWAP_N if swap else WGMMA_N) and bm % cm == 0 and bn % cn == 0
     fits = fits and bk // cm % 8 == 0  # each CTA's share of B's k-rows: whole swizzle atoms
-    fits = fits and side_n // 2 + SPARE_REGS <= accumulator_budget(max(warpgroups, 1))
+    fits = fits and accumulators_fit(blocks, warpgroups, side_n)
     if not fits:
         raise ValueError(_misfit(macro_tile, dtype, (cm, cn), opts.multicast, swap))
     producer_regs, consumer_regs = register_split(warpgroups)
@@ -256,7 +300,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
     # registers fit beside the accumulators; ping-pong overlaps its epilogues with the other warpgroup instead.
     # NOTE: the budget is the consumers' setmaxnreg share: ptxas allocates past the launch's share in the branch
     # after setmaxnreg.inc (a 128 x 256 CTA's consumers use registers up to R210 of 232, no spills; sm_90a, CUDA 13)
-    defer = not opts.pingpong and side_n // 2 * 3 // 2 + SPARE_REGS <= consumer_regs
+    nacc = blocks * side_n // 2  # accumulators per consumer thread
+    defer = not opts.pingpong and blocks == 1 and nacc * 3 // 2 + SPARE_REGS <= consumer_regs
     # a CTA loads A_SHARE of its grid row's CTA_M rows of A (whole swizzle atoms; the last share overlaps the one
     # before where CLUSTER_N does not divide CTA_M into them, so a stage receives CLUSTER_N * A_SHARE rows)
     a_share = -(-cta_m // (8 * cn)) * 8
@@ -292,7 +337,8 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "WM": bm // 16,
         "WN": cn,
         "NI": cta_n // 8,
-        "NACC": side_n // 2,
+        "NACC": nacc,
+        "BLOCKS": blocks,  # 64-row blocks of the CTA tile per consumer warpgroup (row_blocks), NACC / BLOCKS each
         "STAGES": stages,
         "EARLY_RELEASE": int(consumers >= EARLY_RELEASE_CONSUMERS),
         "A_STAGE": a_stage,
@@ -306,7 +352,7 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         # every consumer thread's accumulators (laid out as in the workspace), FIX_CHUNKS stages the whole partial
         "FIX_EA": fix_a,
         "FIX_EB": fix_b,
-        "FIX_CHUNKS": -(-(side_n // 2) // (fix_a + fix_b)),
+        "FIX_CHUNKS": -(-nacc // (fix_a + fix_b)),
         # a staged D box: 64 columns x D_ROWS rows; a CTA's rows (swapped) or columns that are not a multiple of
         # 64 end in a box of D_TAIL rows or columns, stored through a second tensor map (tmDt, d_tail_box)
         "D_ROWS": min(64, cta_m),
@@ -314,9 +360,15 @@ def hopper_layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOption
         "D_STAGE": 64 * 64,  # halves of one staging buffer
         "D_BUFFERS": D_BUFFERS,
         "DEFER_D": int(defer),  # D boxes stored one per K step of the next tile (HopperCodegen._epilogue_deferred)
-        "R_PIECES": consumers * (side_n // 2) // 4,  # CTAs of the reduction kernel per CTA of a workgroup
+        "R_PIECES": consumers * nacc // 4,  # CTAs of the reduction kernel per CTA of a workgroup
         "SMEM_BYTES": 1024 + stages * stride + staging + barriers,  # + slack to align the ring to 1024 bytes
     }
+
+
+def _widest(ns: tuple[int, ...], side_m: int, swap: bool) -> int:
+    """The widest wgmma N side of ``ns`` whose accumulators fit a CTA whose wgmma M side is ``side_m``."""
+    blocks = (1, 2) if not swap and side_m % 128 == 0 else (1,)
+    return max(n for n in ns if any(accumulators_fit(b, side_m // (64 * b), n) for b in blocks))
 
 
 def _misfit(macro_tile: tuple[int, int, int], dtype: str, grid: tuple[int, int], multicast: str, swap: bool) -> str:
@@ -326,15 +378,13 @@ def _misfit(macro_tile: tuple[int, int, int], dtype: str, grid: tuple[int, int],
     if swap:  # BN: 64 columns per consumer warpgroup; BM: wgmma's N side
         rows = f"BM a multiple of {8 * m_of}"
         cols = f"BN in {tuple(64 * c * n_of for c in range(1, 5))}"
-        sizes = [(f"BN={64 * c * n_of}", "BM", m_of, WGMMA_SWAP_N, c) for c in range(1, 5)]
-    else:
-        rows = f"BM in {tuple(64 * c * m_of for c in range(1, 5))}"
+        sizes = [(f"BN={64 * c * n_of}", "BM", m_of, WGMMA_SWAP_N, 64 * c) for c in range(1, 5)]
+    else:  # one or two 64-row blocks per consumer warpgroup (row_blocks): 64 to 256 rows
+        heights = [64, 128, 192, 256]
+        rows = f"BM in {tuple(h * m_of for h in heights)}"
         cols = f"BN a multiple of {16 * n_of} up to {256 * n_of}"
-        sizes = [(f"BM={64 * c * m_of}", "BN", n_of, WGMMA_N, c) for c in range(1, 5)]
-    fit = ", ".join(
-        f"{tile}: {side}<={scale * max(n for n in ns if n // 2 + SPARE_REGS <= accumulator_budget(c))}"
-        for tile, side, scale, ns, c in sizes
-    )
+        sizes = [(f"BM={h * m_of}", "BN", n_of, WGMMA_N, h) for h in heights]
+    fit = ", ".join(f"{tile}: {side}<={scale * _widest(ns, h, swap)}" for tile, side, scale, ns, h in sizes)
     return (
         f"the wgmma mainloop takes float16 with {rows} (cluster={cluster}, multicast={multicast!r}, swap={swap}), "
         f"{cols} and BK in (32, 64), with accumulators that fit the registers ({fit}); got macro_tile "
@@ -788,9 +838,15 @@ class HopperCodegen(_Codegen):
         """Tile row and column of accumulator element ``e_``; swapped, the fragment is D^T's: warp ``w`` of the
         consumers holds columns ``16w + lane/4`` (``+8`` for ``e & 2``) and elements ``(e, e+1)`` two adjacent
         rows ``8*(e/4) + 2*(lane%4)``."""
+        e = self._acc_element()
+        if not self.L["SWAP"] and self.L["BLOCKS"] > 1:  # block e / (NACC / BLOCKS) of the warpgroup's rows
+            row = (
+                f"cta_m_ * CTA_M + ((tid_ >> 7) * BLOCKS + {e} / (NACC / BLOCKS)) * 64 + ((tid_ >> 5) & 3) * 16"
+                f" + (lane_ >> 2) + (({e} & 2) ? 8 : 0)"
+            )
+            return row, f"cta_n_ * CTA_N + ({e} % (NACC / BLOCKS) / 4) * 8 + (lane_ & 3) * 2 + ({e} & 1)"
         if not self.L["SWAP"]:
             return super()._acc_coords()
-        e = self._acc_element()
         row = f"cta_m_ * CTA_M + ({e} / 4) * 8 + (lane_ & 3) * 2 + ({e} & 1)"
         col = f"cta_n_ * CTA_N + (tid_ >> 5) * 16 + (lane_ >> 2) + (({e} & 2) ? 8 : 0)"
         return row, col
@@ -811,10 +867,19 @@ class HopperCodegen(_Codegen):
         di, dj = " + cta_m_ * CTA_M", " + cta_n_ * CTA_N"  # the CTA's offset in the macro tile
         if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows (the last: D_TAIL)
             w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * (tid_ >> 7);")
-        else:  # this warpgroup's 64 rows, in boxes of 64 columns (the last: D_TAIL)
-            w(f"const int i0_ = {self.cxx(row0)}{di} + 64 * (tid_ >> 7), j0_ = {self.cxx(col0)}{dj};")
+        else:  # this warpgroup's 64 rows (BLOCKS x 64), in boxes of 64 columns (the last: D_TAIL)
+            rows = "BLOCKS * 64" if self.L["BLOCKS"] > 1 else "64"
+            w(f"const int i0_ = {self.cxx(row0)}{di} + {rows} * (tid_ >> 7), j0_ = {self.cxx(col0)}{dj};")
         if self.defer:
             self._epilogue_deferred(node)
+        elif self.L["BLOCKS"] > 1:  # block b_'s boxes: its 64 rows, accumulators from b_ * (NACC / BLOCKS)
+            w("#pragma unroll")
+            w.open("for (int b_ = 0; b_ < BLOCKS; ++b_)")
+            w("#pragma unroll")
+            w.open(f"for (int c_ = 0; c_ < {self._boxes()}; ++c_)")
+            self._store_box(node, "i0_ + 64 * b_", "j0_")
+            w.close()
+            w.close()
         else:
             w("#pragma unroll")
             w.open(f"for (int c_ = 0; c_ < {self._boxes()}; ++c_)")
@@ -957,10 +1022,11 @@ class HopperCodegen(_Codegen):
         w("unsigned h_[4];")
         w("#pragma unroll")
         w.open("for (int y_ = 0; y_ < 4; ++y_)")
+        block = "b_ * (NACC / BLOCKS) + " if self.L["BLOCKS"] > 1 else ""
         if packed:
             w("h_[y_] = pk_[16 * c_ + 4 * p_ + y_];")
         else:
-            self._pair(node, row, col, "32 * c_ + 8 * p_ + 2 * y_")
+            self._pair(node, row, col, f"{block}32 * c_ + 8 * p_ + 2 * y_")
             w("h_[y_] = *reinterpret_cast<const unsigned*>(&h2_);")
         w.close()
         w("const int r_ = (tid_ & 127) / 32 * 16 + ((lane_ >> 3) & 1) * 8 + (lane_ & 7), u_ = 2 * p_ + (lane_ >> 4);")
@@ -1110,8 +1176,10 @@ class HopperCodegen(_Codegen):
         w, swap = self.w, self.L["SWAP"]
         wgmma = f"wgmma_swap_n{self.L['CTA_M']}" if swap else f"wgmma_n{self.L['CTA_N']}"
         self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", wgmma}
-        # a warpgroup takes 64 rows of the A stage, or (swapped) one 64-column chunk of the B stage
-        a_off, b_off = ("", "(tid_ >> 7) * BK * 128 + ") if swap else ("(tid_ >> 7) * 64 * BK * 2 + ", "")
+        # a warpgroup takes 64 rows of the A stage (BLOCKS x 64), or (swapped) one 64-column chunk of the B stage
+        blocks = self.L["BLOCKS"]
+        rows = "BLOCKS * 64" if blocks > 1 else "64"
+        a_off, b_off = ("", "(tid_ >> 7) * BK * 128 + ") if swap else (f"(tid_ >> 7) * {rows} * BK * 2 + ", "")
         early = self.L["EARLY_RELEASE"]
         release = self._release(f"empty_ + 8 * {'s_' if early else 'ring_.previous()'}")
         scale_d, self.fresh = (f"{fk.name} > 0 || ks_ > 0" if self.fresh else "1"), False
@@ -1128,6 +1196,9 @@ class HopperCodegen(_Codegen):
         w("const unsigned long long da_ = smem_desc(a_, 16, 8 * SWIZZLE, SWIZZLE);")
         w("const unsigned long long db_ = smem_desc(b_, BK * 128, 1024, 128);")
         w(f"{wgmma}(acc, db_, da_, {scale_d});  // D^T = B^T A^T" if swap else f"{wgmma}(acc, da_, db_, {scale_d});")
+        for b in range(1, blocks):  # the warpgroup's next 64 rows of A, into the next NACC / BLOCKS accumulators
+            da = f"smem_desc(a_ + {b} * 64 * BK * 2, 16, 8 * SWIZZLE, SWIZZLE)"
+            w(f"{wgmma}(acc + {b} * (NACC / BLOCKS), {da}, db_, {scale_d});")
         w.close()
         w("wgmma_commit();")
         if self.defer:

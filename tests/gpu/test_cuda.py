@@ -197,6 +197,31 @@ def test_wgmma_column_tails(shape, transform, tile, options):
 @pytest.mark.parametrize(
     ("tile", "options"),
     [
+        ((256, 160, 64), {"cluster": 1}),
+        ((512, 160, 64), {"cluster": 2, "multicast": "b"}),
+        ((512, 320, 64), {"cluster": 4, "multicast": "ab"}),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
+def test_wgmma_two_row_blocks(shape, transform, tile, options):
+    """Consumer warpgroups of two 64-row blocks (``BLOCKS = 2``): a wgmma per block, the accumulators' rows in the
+    epilogue, the fixup and split-K's reduction, partial tiles and column tails, repeats bit-identical."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    split = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", **options, **split)
+    assert kern.program.layout["BLOCKS"] == 2
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+
+
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
         ((136, 128, 64), {}),
         ((72, 64, 64), {}),
         ((8, 256, 32), {}),

@@ -513,6 +513,50 @@ def test_swapped_source_compiles_and_transposes(transform, tile, options):
 
 
 @pytest.mark.parametrize(
+    ("tile", "options", "consumers"),
+    [
+        ((256, 160, 64), {"cluster": 1}, 2),
+        ((512, 160, 64), {"cluster": 2, "multicast": "b"}, 2),
+        ((512, 320, 64), {"cluster": 4, "multicast": "ab"}, 2),
+    ],
+    ids=str,
+)
+def test_consumer_warpgroups_of_two_row_blocks(tile, options, consumers):
+    """Where one 64-row block per consumer warpgroup does not fit the registers and two do, each warpgroup holds
+    two blocks' accumulators (``NACC = CTA_N``) and the fixup and the reduction kernel take them as one run."""
+    L = hopper_layout(tile, "float16", CudaOptions(mainloop="wgmma", **options))
+    assert (L["BLOCKS"], L["CONSUMERS"], L["NACC"]) == (2, consumers, L["CTA_N"])
+    assert L["CTA_M"] == 128 * consumers and L["DEFER_D"] == 0 and L["R_PIECES"] == consumers * L["CTA_N"] // 4
+
+
+def test_one_row_block_a_warpgroup_comes_first():
+    """``cluster=0`` keeps the fewest CTAs that fit one block a warpgroup (what the tile costs were measured on),
+    and the refusal names the heights two blocks add."""
+    L = hopper_layout((256, 160, 64), "float16", CudaOptions(mainloop="wgmma"))
+    assert (L["CLUSTER"], L["CTA_M"], L["BLOCKS"]) == (2, 128, 1)
+    with pytest.raises(ValueError, match=r"BM in \(64, 128, 192, 256\).*BM=192: BN<=192, BM=256: BN<=160\)"):
+        hopper_layout((256, 176, 64), "float16", CudaOptions(mainloop="wgmma", cluster=1))
+    with pytest.raises(ValueError, match=r"BM=256: BN<=160\); got macro_tile \(384, 112, 64\)"):
+        hopper_layout((384, 112, 64), "float16", CudaOptions(mainloop="wgmma", cluster=1))  # one TMA box of A rows
+
+
+@needs_nvcc
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+def test_two_row_blocks_issue_a_wgmma_per_block(transform):
+    """Each K step's wgmma for the warpgroup's second block reads A 64 rows further on into the second half of
+    its accumulators, from the same B descriptor; the epilogue stores each block's boxes at its own rows."""
+    kern = cuda_kernel(
+        transform, tile=(256, 160, 64), workgroups=1024, mainloop="wgmma", cluster=1, **SPLITS.get(transform, {})
+    )
+    src = kern.source
+    second = r"wgmma_n160\(acc \+ 1 \* \(NACC / BLOCKS\), smem_desc\(a_ \+ 1 \* 64 \* BK \* 2, [^;]*\), db_, "
+    assert len(re.findall(second, src)) == len(re.findall(r"wgmma_n160\(acc, da_, db_, ", src)) >= 1
+    reduce = transform == "splitk_reduce"
+    assert ("tma_store_2d(c_ < CTA_N / 64 ? &tmD : &tmDt, buf_, j0_ + 64 * c_, i0_ + 64 * b_);" in src) != reduce
+    assert check_cubin(src, "sm_90a")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize(
     ("tile", "options"),
     [
         ((128, 128, 64), {}),
