@@ -44,6 +44,21 @@ def check(D, A, B, C, alpha, beta, dtype):
     assert err < tol, f"relative error {err:.3e} > {tol:.1e}"
 
 
+def check_wgmma(shape, transform, tile, **options):
+    """``tile`` on the wgmma path with ``options`` (split-K's reduction: 3 chunks, every workgroup they need) against
+    float64 with ``alpha`` and ``beta``, and run again for a bit-identical D; returns the kernel and its operands."""
+    m, n, k = shape
+    A, B, C = operands(m, n, k, "float16")
+    if transform == "splitk_reduce":
+        options = {**options, "split": 3, "workgroups": 100_000}
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", **options)
+    D = kern(A, B, C, alpha=1.5, beta=0.5)
+    check(D, A, B, C, 1.5, 0.5, "float16")
+    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+    return kern, (A, B, C)
+
+
 MAINLOOPS = [("float16", "auto"), ("float16", "mma"), ("float32", "auto")]  # auto: wgmma on an H100
 
 
@@ -99,12 +114,7 @@ def test_hopper_gpu_runs_the_wgmma_mainloop():
 @pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
 @pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (1408, 1664, 1032)], ids=str)
 def test_wgmma_tiles(shape, transform, tile):
-    m, n, k = shape
-    A, B, C = operands(m, n, k, "float16")
-    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), transform=transform, target="cuda", mainloop="wgmma")
-    D = kern(A, B, C, alpha=1.5, beta=0.5)
-    check(D, A, B, C, 1.5, 0.5, "float16")
-    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+    check_wgmma(shape, transform, tile)
 
 
 @pytest.mark.parametrize(
@@ -116,14 +126,8 @@ def test_wgmma_tiles(shape, transform, tile):
 @pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (300, 520, 4104), (1408, 1664, 1032)], ids=str)
 def test_wgmma_clusters(shape, transform, tile, cluster):
     """2 or 4 CTAs per workgroup, B multicast: partial tiles (CTAs whose rows are all past m), k % BK != 0."""
-    m, n, k = shape
-    A, B, C = operands(m, n, k, "float16")
-    g = ctgraph.gemm(m, n, k, macro_tile=tile)
-    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", cluster=cluster)
+    kern, _ = check_wgmma(shape, transform, tile, cluster=cluster)
     assert kern.workgroups <= kern.program.function().resident_workgroups()
-    D = kern(A, B, C, alpha=1.5, beta=0.5)
-    check(D, A, B, C, 1.5, 0.5, "float16")
-    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
 @pytest.mark.parametrize(
@@ -149,21 +153,7 @@ def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster, multic
     """CTAs split the macro tile's columns and share A ("a"), or form a 2 x cluster/2 ("ab") or cluster/2 x 2 ("ba")
     grid sharing A along its rows and B along its columns: partial tiles (CTAs whose rows or columns are all past m
     or n)."""
-    m, n, k = shape
-    A, B, C = operands(m, n, k, "float16")
-    g = ctgraph.gemm(m, n, k, macro_tile=tile)
-    kern = ctgraph.compile(
-        g,
-        transform=transform,
-        target="cuda",
-        mainloop="wgmma",
-        cluster=cluster,
-        multicast=multicast,
-        **({"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}),
-    )
-    D = kern(A, B, C, alpha=1.5, beta=0.5)
-    check(D, A, B, C, 1.5, 0.5, "float16")
-    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
+    check_wgmma(shape, transform, tile, cluster=cluster, multicast=multicast)
 
 
 @pytest.mark.parametrize(
@@ -183,15 +173,8 @@ def test_wgmma_clusters_that_multicast_a(shape, transform, tile, cluster, multic
 def test_wgmma_column_tails(shape, transform, tile, options):
     """CTAs whose columns are not whole 64-column chunks (wgmma's N a multiple of 16): the last B chunk partly
     read, the epilogue's unswizzled tail box, partial tiles, k % BK != 0, repeats bit-identical."""
-    m, n, k = shape
-    A, B, C = operands(m, n, k, "float16")
-    g = ctgraph.gemm(m, n, k, macro_tile=tile)
-    split = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}
-    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", **options, **split)
+    kern, _ = check_wgmma(shape, transform, tile, **options)
     assert kern.program.layout["D_TAIL"] == kern.program.layout["CTA_N"] % 64 != 0
-    D = kern(A, B, C, alpha=1.5, beta=0.5)
-    check(D, A, B, C, 1.5, 0.5, "float16")
-    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
 @pytest.mark.parametrize(
@@ -208,15 +191,8 @@ def test_wgmma_column_tails(shape, transform, tile, options):
 def test_wgmma_two_row_blocks(shape, transform, tile, options):
     """Consumer warpgroups of two 64-row blocks (``BLOCKS = 2``): a wgmma per block, the accumulators' rows in the
     epilogue, the fixup and split-K's reduction, partial tiles and column tails, repeats bit-identical."""
-    m, n, k = shape
-    A, B, C = operands(m, n, k, "float16")
-    g = ctgraph.gemm(m, n, k, macro_tile=tile)
-    split = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}
-    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", **options, **split)
+    kern, _ = check_wgmma(shape, transform, tile, **options)
     assert kern.program.layout["BLOCKS"] == 2
-    D = kern(A, B, C, alpha=1.5, beta=0.5)
-    check(D, A, B, C, 1.5, 0.5, "float16")
-    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
 @pytest.mark.parametrize(
@@ -238,15 +214,8 @@ def test_wgmma_two_row_blocks(shape, transform, tile, options):
 def test_wgmma_swapped(shape, transform, tile, options):
     """D^T = B^T A^T (CTAs whose rows are a multiple of 8, not of 64, or swap=True): partial tiles, k % BK != 0,
     the transposed TMA-store epilogue and split-K's register epilogue."""
-    m, n, k = shape
-    A, B, C = operands(m, n, k, "float16")
-    g = ctgraph.gemm(m, n, k, macro_tile=tile)
-    split = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {}
-    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", **options, **split)
+    kern, (A, B, C) = check_wgmma(shape, transform, tile, **options)
     assert kern.program.layout["SWAP"] == 1
-    D = kern(A, B, C, alpha=1.5, beta=0.5)
-    check(D, A, B, C, 1.5, 0.5, "float16")
-    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
     check(kern(A, B), A, B, C, 1.0, 0.0, "float16")  # beta = 0: the epilogue's other copy of the box loop
 
 
@@ -408,15 +377,8 @@ def test_gpuarray_inputs():
 def test_wgmma_pingpong(shape, transform, workgroups, tile, options):
     """Two consumer warpgroups taking the work units in turn: many units per workgroup (5 workgroups), Stream-K's
     partial tiles and their fixup in either warpgroup, partial tiles, k % BK != 0, repeats bit-identical."""
-    m, n, k = shape
-    A, B, C = operands(m, n, k, "float16")
-    g = ctgraph.gemm(m, n, k, macro_tile=tile)
-    grid = {"split": 3, "workgroups": 100_000} if transform == "splitk_reduce" else {"workgroups": workgroups}
-    kern = ctgraph.compile(g, transform=transform, target="cuda", mainloop="wgmma", pingpong=True, **options, **grid)
+    kern, _ = check_wgmma(shape, transform, tile, pingpong=True, workgroups=workgroups, **options)
     assert kern.program.layout["PINGPONG"] == 1 and kern.program.layout["WARPGROUPS"] == 2
-    D = kern(A, B, C, alpha=1.5, beta=0.5)
-    check(D, A, B, C, 1.5, 0.5, "float16")
-    assert np.array_equal(D, kern(A, B, C, alpha=1.5, beta=0.5))
 
 
 def test_bad_operands_raise_before_launch():
