@@ -530,8 +530,8 @@ def test_consumer_warpgroups_of_two_row_blocks(tile, options, consumers):
 
 
 def test_one_row_block_a_warpgroup_comes_first():
-    """``cluster=0`` keeps the fewest CTAs that fit one block a warpgroup (what the tile costs were measured on),
-    and the refusal names the heights two blocks add."""
+    """``cluster=0`` keeps the fewest CTAs that fit one block a warpgroup (what the tile costs were measured on);
+    the refusal names the widths two blocks allow (256 rows: 160 columns, not 128) and no CTA of 384 rows."""
     L = hopper_layout((256, 160, 64), "float16", CudaOptions(mainloop="wgmma"))
     assert (L["CLUSTER"], L["CTA_M"], L["BLOCKS"]) == (2, 128, 1)
     with pytest.raises(ValueError, match=r"BM in \(64, 128, 192, 256\).*BM=192: BN<=192, BM=256: BN<=160\)"):
