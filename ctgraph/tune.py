@@ -54,12 +54,13 @@ from .policy import (
     tile_name,
     user_table_path,
 )
-from .tiles import Layout, choose_tile, output_tiles, ranked_tiles, tile_layout, wave_layouts
+from .tiles import H100, REFERENCES, Layout, choose_tile, output_tiles, ranked_tiles, tile_layout, wave_layouts
 
 __all__ = [
     "LAYOUT_POLICIES",
     "TILE_MARGIN",
     "TILE_POLICIES",
+    "block_layouts",
     "layout_key",
     "layout_policies",
     "near_candidates",
@@ -89,6 +90,8 @@ LAYOUT_POLICIES = ("dataparallel/resident", "streamk/model", "streamk2tile/model
 SPLIT_TILES = 33
 # a row's own tile (one CTA) is paired on 2-CTA clusters (:func:`pair_layouts`) where it makes at most this many tiles
 PAIR_TILES = 66
+# the columns of the two-block CTAs of :func:`block_layouts`: what two consumer warpgroups of 2 x 64 rows hold
+BLOCK_COLUMNS = (144, 160)
 
 
 def time_policy(
@@ -207,6 +210,21 @@ def pair_layouts(m: int, n: int, tile: str) -> list[tuple[str, Layout]]:
     return [(tile_name((2 * bm, bn, bk)), Layout(2, "b", swap)), (tile_name((bm, 2 * bn, bk)), Layout(2, "a", swap))]
 
 
+def block_layouts(m: int, n: int, sms: int = 132) -> list[tuple[str, Layout]]:
+    """Pairs of CTAs of 256 rows that share B (``512 x BN``, ``"2b"``), each on two consumer warpgroups of two 64-row
+    blocks (:func:`lowering.cuda.hopper.row_blocks`) and :data:`BLOCK_COLUMNS` columns, where the tiles make three
+    quarters of a wave to one wave of the clusters of 2 the GPU holds: cuBLAS's CTAs on 960x5168x6224 (nvjet 160x256
+    1x2). On the H100 that shape ran 0.93x cuBLAS in 512 x 160 tiles against 0.88x on
+    the table's layout; on shapes of several waves (4096^3, 8192^3) these CTAs ran slower (docs/benchmarks.md)."""
+    resident = next(c.workgroups(sms) for c in H100 + REFERENCES if c.sms_per_workgroup == 2)
+    tiles = [(512, bn, 64) for bn in BLOCK_COLUMNS if bn <= n]
+    return [
+        (tile_name(t), Layout(2, "b", False))
+        for t in tiles
+        if 3 * resident <= 4 * output_tiles(m, n, t) <= 4 * resident
+    ]
+
+
 def layout_policies(m: int, n: int, tile: str) -> tuple[str, ...]:
     """What a layout of ``tile`` is timed under: :data:`LAYOUT_POLICIES`, and split-K's where its tiles of ``m x n``
     are at most :data:`SPLIT_TILES` (few enough that the grid splits K)."""
@@ -217,11 +235,12 @@ def layout_policies(m: int, n: int, tile: str) -> tuple[str, ...]:
 def untried_layouts(
     m: int, n: int, tried: dict[str, float] | None, tiles: tuple[str, ...] = ()
 ) -> list[tuple[str, Layout]]:
-    """The wave layouts (:func:`ctgraph.tiles.wave_layouts`) of ``m x n``, and the pairs of CTAs of each of ``tiles``
-    (:func:`pair_layouts`), that a row's ``"layouts"`` has no time for: all of them for a row never searched, the new
-    ones for a row searched before they were added."""
+    """The wave layouts (:func:`ctgraph.tiles.wave_layouts`) of ``m x n``, the pairs of CTAs of each of ``tiles``
+    (:func:`pair_layouts`) and the two-block CTAs (:func:`block_layouts`) that a row's ``"layouts"`` has no time for:
+    all of them for a row never searched, the new ones for a row searched before they were added."""
     fitted = [(tile_name(t), layout) for t, layout in wave_layouts(m, n)]
     fitted += [pair for tile in tiles for pair in pair_layouts(m, n, tile)]
+    fitted += block_layouts(m, n)
     return [(t, layout) for t, layout in dict.fromkeys(fitted) if layout_key(t, layout) not in (tried or {})]
 
 

@@ -249,6 +249,24 @@ def test_a_layout_search_pairs_the_ctas_of_a_tile_that_splits_k():
     assert layout_policies(8192, 8192, "128x256x64") == LAYOUT_POLICIES
 
 
+def test_a_layout_search_offers_two_block_ctas_where_their_tiles_make_about_one_wave():
+    from ctgraph.policy import parse_tile
+    from ctgraph.tiles import Layout
+    from ctgraph.tune import block_layouts, layout_key, untried_layouts
+    from lowering.cuda.hopper import hopper_layout
+    from lowering.cuda.options import CudaOptions
+
+    # 960x5168: 2 x 33 tiles of 512 x 160 fill the 66 clusters of 2 (cuBLAS's CTAs of 256 x 160); 512 x 144 makes 72
+    assert block_layouts(960, 5168) == [("512x160x64", Layout(2, "b", False))]
+    assert block_layouts(4096, 4096) == [] and block_layouts(256, 256) == []  # several waves; a few tiles
+    for tile, layout in block_layouts(3688, 976):
+        lay = hopper_layout(parse_tile(tile), "float16", CudaOptions(mainloop="wgmma", **layout.options()))
+        assert (lay["BLOCKS"], lay["CTA_M"], lay["CONSUMERS"]) == (2, 256, 2)
+    # a row searched before they were offered times only them
+    tried = {layout_key(t, lay): 1e-4 for t, lay in untried_layouts(960, 5168, None) if lay.swap}
+    assert untried_layouts(960, 5168, tried) == block_layouts(960, 5168)
+
+
 def test_pick_tile_keeps_the_model_tile_unless_another_is_clearly_faster():
     from ctgraph.tune import pick_tile
 
