@@ -214,8 +214,8 @@ def block_layouts(m: int, n: int, sms: int = 132) -> list[tuple[str, Layout]]:
     """Pairs of CTAs of 256 rows that share B (``512 x BN``, ``"2b"``), each on two consumer warpgroups of two 64-row
     blocks (:func:`lowering.cuda.hopper.row_blocks`) and :data:`BLOCK_COLUMNS` columns, where the tiles make three
     quarters of a wave to one wave of the clusters of 2 the GPU holds: cuBLAS's CTAs on 960x5168x6224 (nvjet 160x256
-    1x2). On the H100 that shape ran 0.93x cuBLAS in 512 x 160 tiles against 0.88x on
-    the table's layout; on shapes of several waves (4096^3, 8192^3) these CTAs ran slower (docs/benchmarks.md)."""
+    1x2). On the H100 that shape took 512 x 160 tiles so (92.0 us against 98.9, 0.95x cuBLAS against 0.88x); on
+    shapes of several waves (4096^3, 8192^3) these CTAs ran slower than the table's (docs/benchmarks.md)."""
     resident = next(c.workgroups(sms) for c in H100 + REFERENCES if c.sms_per_workgroup == 2)
     tiles = [(512, bn, 64) for bn in BLOCK_COLUMNS if bn <= n]
     return [
