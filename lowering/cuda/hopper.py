@@ -130,7 +130,7 @@ SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulato
 # NOTE: the same where each of two consumer warpgroups holds two 64-row blocks (row_blocks), within the launch's share
 # of the registers: CTAs of 256 x 160 (160 accumulators in 168 registers) compile without spills in every transform;
 # 256 x 192 spilled 4-36 bytes in two-tile Stream-K (ptxas, sm_90a, CUDA 13). CTAs of 384 rows (three warpgroups)
-# compiled, but failed on the H100: A's rows of a CTA are one TMA box, of at most 256 rows.
+# compiled, but failed on the H100, most likely because a CTA's A rows are one TMA box, of at most 256 rows.
 SPARE_REGS_BLOCKS = 8
 # NOTE: from this many consumer warpgroups, each releases a stage as soon as its own wgmma group retires (no group in
 # flight across K steps, so one more stage of the ring is loading): the others' groups keep the tensor cores busy.
