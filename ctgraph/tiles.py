@@ -87,6 +87,7 @@ __all__ = [
     "predict",
     "preferred_schedule",
     "ranked_tiles",
+    "resident_clusters",
     "schedules",
     "swapped_cost",
     "swapped_heights",
@@ -444,6 +445,12 @@ WAVE_CTA_COLUMNS: tuple[int, ...] = (64, 128)
 WAVE_QUARTERS: tuple[int, ...] = (2, 3, 4, 8)
 
 
+def resident_clusters(sms: int = 132, costs: tuple[TileCost, ...] = H100 + REFERENCES) -> dict[int, int]:
+    """The workgroups of each cluster size (CTAs) the GPU holds at once, from the measured tiles ``costs``: on the H100
+    66 clusters of 2, 30 of 4 (not 33: they do not pack into the GPCs) and 15 of 8."""
+    return {c.sms_per_workgroup: c.workgroups(sms) for c in costs}
+
+
 def wave_layouts(
     m: int,
     n: int,
@@ -464,7 +471,7 @@ def wave_layouts(
     These are cuBLAS's layouts on most mid-size shapes (``python -m ctgraph tune --layouts`` times them): on the
     H100, 1408x1664x8192 ran 59.2 us in 160 x 256 tiles on 2 CTAs that share A, against 62.3 on the tile model's
     352 x 256 (docs/benchmarks.md). The tile model does not price them; they are measured or not taken."""
-    resident = {c.sms_per_workgroup: c.workgroups(sms) for c in costs}
+    resident = resident_clusters(sms, costs)
     out: dict[tuple[tuple[int, int, int], Layout], None] = {}
     for cluster, multicast in WAVE_GRIDS:
         if cluster not in resident:

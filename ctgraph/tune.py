@@ -54,7 +54,7 @@ from .policy import (
     tile_name,
     user_table_path,
 )
-from .tiles import H100, REFERENCES, Layout, choose_tile, output_tiles, ranked_tiles, tile_layout, wave_layouts
+from .tiles import Layout, choose_tile, output_tiles, ranked_tiles, resident_clusters, tile_layout, wave_layouts
 
 __all__ = [
     "LAYOUT_POLICIES",
@@ -216,7 +216,7 @@ def block_layouts(m: int, n: int, sms: int = 132) -> list[tuple[str, Layout]]:
     quarters of a wave to one wave of the clusters of 2 the GPU holds: cuBLAS's CTAs on 960x5168x6224 (nvjet 160x256
     1x2). On the H100 that shape took 512 x 160 tiles so (92.0 us against 98.9, 0.95x cuBLAS against 0.88x); on
     shapes of several waves (4096^3, 8192^3) these CTAs ran slower than the table's (docs/benchmarks.md)."""
-    resident = next(c.workgroups(sms) for c in H100 + REFERENCES if c.sms_per_workgroup == 2)
+    resident = resident_clusters(sms)[2]
     tiles = [(512, bn, 64) for bn in BLOCK_COLUMNS if bn <= n]
     return [
         (tile_name(t), Layout(2, "b", False))

@@ -869,24 +869,26 @@ class HopperCodegen(_Codegen):
         if self.L["SWAP"]:  # this warpgroup's 64 columns, in boxes of D_ROWS rows (the last: D_TAIL)
             w(f"const int i0_ = {self.cxx(row0)}{di}, j0_ = {self.cxx(col0)}{dj} + 64 * (tid_ >> 7);")
         else:  # this warpgroup's 64 rows (BLOCKS x 64), in boxes of 64 columns (the last: D_TAIL)
-            rows = "BLOCKS * 64" if self.L["BLOCKS"] > 1 else "64"
+            rows = self._warpgroup_rows()
             w(f"const int i0_ = {self.cxx(row0)}{di} + {rows} * (tid_ >> 7), j0_ = {self.cxx(col0)}{dj};")
         if self.defer:
             self._epilogue_deferred(node)
-        elif self.L["BLOCKS"] > 1:  # block b_'s boxes: its 64 rows, accumulators from b_ * (NACC / BLOCKS)
-            w("#pragma unroll")
-            w.open("for (int b_ = 0; b_ < BLOCKS; ++b_)")
-            w("#pragma unroll")
-            w.open(f"for (int c_ = 0; c_ < {self._boxes()}; ++c_)")
-            self._store_box(node, "i0_ + 64 * b_", "j0_")
-            w.close()
-            w.close()
         else:
+            blocks = self.L["BLOCKS"] > 1
+            if blocks:  # block b_'s boxes: its 64 rows, accumulators from b_ * (NACC / BLOCKS)
+                w("#pragma unroll")
+                w.open("for (int b_ = 0; b_ < BLOCKS; ++b_)")
             w("#pragma unroll")
             w.open(f"for (int c_ = 0; c_ < {self._boxes()}; ++c_)")
-            self._store_box(node, "i0_", "j0_")
+            self._store_box(node, "i0_ + 64 * b_" if blocks else "i0_", "j0_")
             w.close()
+            if blocks:
+                w.close()
         w.close()
+
+    def _warpgroup_rows(self) -> str:
+        """The rows of the CTA tile a consumer warpgroup owns (not swapped): its ``BLOCKS`` 64-row blocks."""
+        return "BLOCKS * 64" if self.L["BLOCKS"] > 1 else "64"
 
     def _boxes(self) -> str:
         """The D boxes of a warpgroup's part of the CTA tile: 64-column chunks (:meth:`_column_chunks`), or swapped
@@ -1178,8 +1180,7 @@ class HopperCodegen(_Codegen):
         wgmma = f"wgmma_swap_n{self.L['CTA_M']}" if swap else f"wgmma_n{self.L['CTA_N']}"
         self.templates |= {"mbar_wait", "smem_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", wgmma}
         # a warpgroup takes 64 rows of the A stage (BLOCKS x 64), or (swapped) one 64-column chunk of the B stage
-        blocks = self.L["BLOCKS"]
-        rows = "BLOCKS * 64" if blocks > 1 else "64"
+        rows = self._warpgroup_rows()
         a_off, b_off = ("", "(tid_ >> 7) * BK * 128 + ") if swap else (f"(tid_ >> 7) * {rows} * BK * 2 + ", "")
         early = self.L["EARLY_RELEASE"]
         release = self._release(f"empty_ + 8 * {'s_' if early else 'ring_.previous()'}")
@@ -1197,7 +1198,7 @@ class HopperCodegen(_Codegen):
         w("const unsigned long long da_ = smem_desc(a_, 16, 8 * SWIZZLE, SWIZZLE);")
         w("const unsigned long long db_ = smem_desc(b_, BK * 128, 1024, 128);")
         w(f"{wgmma}(acc, db_, da_, {scale_d});  // D^T = B^T A^T" if swap else f"{wgmma}(acc, da_, db_, {scale_d});")
-        for b in range(1, blocks):  # the warpgroup's next 64 rows of A, into the next NACC / BLOCKS accumulators
+        for b in range(1, self.L["BLOCKS"]):  # the next 64 rows of A, into the next NACC / BLOCKS accumulators
             da = f"smem_desc(a_ + {b} * 64 * BK * 2, 16, 8 * SWIZZLE, SWIZZLE)"
             w(f"{wgmma}(acc + {b} * (NACC / BLOCKS), {da}, db_, {scale_d});")
         w.close()
