@@ -11,13 +11,14 @@ import numbers
 from functools import cached_property
 from typing import Any
 
+from . import knobs
 from .backends import backend, check_options, resolve_target
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
 from .passes import TAKES_SPLIT, pass_options, split_chunks, split_for_budget
 from .passes import transform as run_pipeline
-from .policy import Selection, select
 from .schedule import schedule as graph_schedule
+from .select import Selection
 
 __all__ = ["CPU_WORKGROUPS", "Kernel", "compile"]
 
@@ -44,7 +45,8 @@ class Kernel:
         self.options = dict(options)
         self.sk_batches = sk_batches
         self.split = split
-        self.policy: Selection | None = None  # what transform="auto" chose, and why
+        self.selection: Selection | None = None  # what transform="auto" chose, and why
+        self.policy: Selection | None = None  # the same (its older name)
         self.problem: GemmProblem = graph.attrs["gemm"]
         self.graph = run_pipeline(graph, transform, workgroups, sk_batches, split, raster)
         self.raster = self.graph.attrs.get("raster", 1)  # the tile rows walked together (1: row-major)
@@ -87,14 +89,6 @@ class Kernel:
         return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
 
 
-def choose_policy(graph: CoordinateGraph, target: str, options: dict[str, Any]) -> Selection:
-    """``transform="auto"``: the policy for this GEMM on this target (:mod:`ctgraph.policy`)."""
-    if target == "cuda":
-        return backend(target).select_policy(graph, options)
-    p = graph.attrs["gemm"]
-    return select("cpu", p.m, p.n, p.k, p.dtype, p.macro_tile, CPU_WORKGROUPS, CPU_WORKGROUPS)
-
-
 def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[int, int]:
     """splitk runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget it fits in.
 
@@ -111,15 +105,6 @@ def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[in
     return need, split
 
 
-def _ask_gpu(target: str, options: dict[str, Any], what: str) -> bool:
-    """True when ``what`` must ask the GPU; a ``ValueError`` when ``build=False`` says there is none to ask."""
-    if target != "cuda":
-        return False
-    if options.get("build", True) is False:
-        raise ValueError(f"{what} needs the GPU to decide; with build=False pass an explicit value")
-    return True
-
-
 def compile(
     graph: CoordinateGraph,
     transform: str = "streamk2tile",
@@ -128,22 +113,27 @@ def compile(
     sk_batches: int | None = None,
     split: int | None = None,
     raster: int | None = None,
+    autotune: bool | None = None,
     **options: Any,
 ) -> Kernel:
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
 
     ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
-    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), "splitk" (``split`` K chunks per output
-    tile, default 4, one workgroup per chunk: g = tiles * chunks), or "auto": the policy (transform,
-    batches, grid, tile order) from the GPU's tuning table and grid-size model; ``kern.policy`` says
-    what and why.
-    ``workgroups``: the grid size g; default: the device's co-resident CTA count on "cuda",
-    :data:`CPU_WORKGROUPS` on "cpu"; "auto": the g the grid-size model (:mod:`ctgraph.model`) predicts
-    fastest for this shape. ``raster``: the order of the output tiles (not for split-K): 1 (default)
-    row-major as seed 004; G > 1 walks G tile rows at once, column by column, for L2 reuse (Triton's
-    ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it. With
-    ``transform="auto"`` the policy picks it (8 for dataparallel where A and B outgrow the GPU's L2,
-    :func:`ctgraph.policy.raster_for`) unless given, and split-K ignores it.
+    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), "splitk" or "splitk_reduce" (``split`` K chunks
+    per output tile, default: as many as ``workgroups`` holds, one workgroup per chunk: g = tiles * chunks), or
+    "auto": the whole config (transform, batches, grid, tile order, cluster layout, and the tile where the graph
+    was built with ``macro_tile="auto"``) from :mod:`ctgraph.select`: the device's measured entry for this shape,
+    else the ranker's best candidate; ``kern.selection`` says what and why. ``autotune=True`` (default
+    ``CTGRAPH_AUTOTUNE``) times the ranker's top candidates on a GPU where no entry exists and caches the winner
+    per device (:mod:`ctgraph.select.autotune`).
+    ``workgroups``: the grid size g; default: the workgroups the device holds at once on "cuda" (one CTA per SM
+    on the wgmma path, resident clusters where a workgroup is a cluster), :data:`CPU_WORKGROUPS` on "cpu";
+    "auto": the grid the ranker predicts fastest for this transform and tile. ``raster``: the order of the output
+    tiles (not for split-K): 1 (default) row-major as seed 004; G > 1 walks G tile rows at once, column by column,
+    for L2 reuse (Triton's ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it.
+    With ``transform="auto"`` the selection picks it unless given.
+    Without a GPU (``build=False``, or no device answering) "auto" decides for the known device of
+    ``CTGRAPH_TARGET_DEVICE`` (default the H100 SXM).
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
     ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
     kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
@@ -154,32 +144,49 @@ def compile(
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
     target = resolve_target(target)
     check_options(options)
+    if autotune is None:
+        autotune = knobs.autotune()
+    if not isinstance(autotune, bool):
+        raise ValueError(f"autotune must be True, False or None (CTGRAPH_AUTOTUNE), got {autotune!r}")
     selection = None
+    if transform == "auto" or workgroups in (None, "auto"):
+        from .select.resolve import choose, resident, target_of
+
+        device = target_of(target, options)
     if transform == "auto":
         if sk_batches is not None:
             raise ValueError('sk_batches is chosen by transform="auto"; pass a transform to set it')
-        _ask_gpu(target, options, 'transform="auto"')
-        selection = choose_policy(graph, target, options)
-        transform, sk_batches = selection.policy.transform, selection.policy.sk_batches
+        if autotune and target == "cuda" and options.get("build", True) is False:
+            raise ValueError("autotune times kernels on the GPU: it needs build=True")
+        graph, selection = choose(graph, target, device, options, autotune and target == "cuda")
+        config = selection.config
+        transform, sk_batches = config.transform, config.sk_batches
+        split = config.split if split is None else split
         if transform in TAKES_SPLIT:
-            raster = None  # one workgroup per (tile, chunk): no tile order to choose
+            raster = None
         elif raster is None:
-            raster = selection.raster
-        if workgroups is None:
-            workgroups = selection.workgroups
+            raster = config.raster
+        if (workgroups in (None, "auto") and transform not in TAKES_SPLIT) or workgroups in (None, "auto"):
+            workgroups = config.workgroups
+        if target == "cuda" and not any(options.get(o) not in (None, 0) for o in ("cluster", "multicast", "swap")):
+            options = options | config.layout.options()
     pass_options(transform, 1, sk_batches, split, raster)  # checks the pass options before any work
+    if workgroups == "auto":  # the ranker's grid for this transform and tile
+        from .select import select_schedule
+        from .select.config import Layout
+
+        p = graph.attrs["gemm"]
+        layout_ = backend(target).layout_of(p.macro_tile, p.dtype, options) if target == "cuda" else Layout()
+        chosen = select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout_ or Layout(), device, transform)
+        workgroups = chosen.config.workgroups if target == "cuda" else CPU_WORKGROUPS
     if workgroups is None:
-        ask = _ask_gpu(target, options, "the default workgroups (the resident CTA count)")
-        workgroups = backend(target).default_workgroups(graph, transform, options) if ask else CPU_WORKGROUPS
-    elif workgroups == "auto":  # the grid-size model's choice on a GPU; the default on the CPU
-        ask = _ask_gpu(target, options, 'workgroups="auto"')
-        workgroups = backend(target).model_workgroups(graph, transform, options, sk_batches) if ask else CPU_WORKGROUPS
+        workgroups = resident(device, target, graph, options) if target == "cuda" else CPU_WORKGROUPS
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, raster)
-    kern.policy = selection
+    kern.selection = kern.policy = selection
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here
     return kern

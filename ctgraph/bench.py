@@ -1,10 +1,10 @@
 """``python -m ctgraph bench``: time the transforms against cuBLAS on the GPU, in the same run.
 
 For every shape of a CSV (``m,n,k``), with fp16 inputs and the same macro tile for every transform (by
-default ``macro_tile="auto"``'s choice for the shape, :mod:`ctgraph.tiles`):
+default ``macro_tile="auto"``'s choice for the shape, :mod:`ctgraph.select`):
 ctgraph's dataparallel, streamk and streamk2tile kernels and ``torch.matmul`` (cuBLAS, fp32 accumulate,
 reduced-precision reduction off). Each transform runs on the grid-size model's grid
-(``workgroups="auto"``, :mod:`ctgraph.model`; ``--workgroups resident``: every resident CTA) and on the
+(``workgroups="auto"``, the ranker's grid; ``--workgroups resident``: every resident CTA) and on the
 mainloop ``--mainloop`` names (default ``auto``: wgmma on compute capability 9.0), in the tile order
 ``--raster`` gives (default row-major; ``auto`` its policy's). Two times
 per GEMM, as ``docs/benchmarks.md`` explains:
@@ -29,7 +29,6 @@ ctgraph's own data-parallel kernel) and ``results.png`` into ``--out``. Needs to
 from __future__ import annotations
 
 import csv
-import gc
 import math
 import statistics
 from collections.abc import Callable
@@ -37,8 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from .gemm import check_problem, positive_int
+from .measure import call_time as _call_time
+from .measure import kernel_time as _kernel_time
 from .passes import TAKES_SPLIT, TRANSFORMS
-from .policy import tile_name
+from .select.config import tile_name
 
 __all__ = ["PEAK_TFLOPS", "run_bench"]
 
@@ -51,59 +52,6 @@ FILL_S = 2e-3
 def read_shapes(path: str | Path) -> list[tuple[int, int, int]]:
     with open(path) as f:
         return [(int(r["m"]), int(r["n"]), int(r["k"])) for r in csv.DictReader(f)]
-
-
-def _call_time(fn: Callable[[], Any]) -> float:
-    import torch
-
-    fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    reps = max(1, min(1000, math.ceil(FILL_S / max(start.elapsed_time(end) * 1e-3, 1e-7))))
-    samples = []
-    for _ in range(SAMPLES):
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3 / reps)
-    return statistics.median(samples)
-
-
-def _kernel_time(fn: Callable[[], Any], reps: int) -> float:
-    """GPU time per call from a CUDA graph of ``reps`` launches (host dispatch excluded)."""
-    import torch
-
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        fn()  # allocations (workspace, flags) happen outside the capture
-        fn()
-    stream.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    # NOTE: a garbage collection during the capture could free an old kernel's pycuda buffer, and a
-    # cuMemFree while a stream captures invalidates the capture: collect before, not during.
-    gc.collect()
-    gc.disable()
-    try:
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(reps):
-                fn()
-    finally:
-        gc.enable()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(SAMPLES):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3 / reps)
-    return statistics.median(samples)
 
 
 def run_bench(
@@ -157,8 +105,8 @@ def run_bench(
                     bar.update(rounds)
                 continue
             row[f"{t}_workgroups"], row[f"{t}_raster"] = kern.workgroups, kern.raster
-            if kern.policy is not None:
-                row[f"{t}_policy"] = kern.policy.policy.name
+            if kern.selection is not None:
+                row[f"{t}_policy"] = kern.selection.config.name
 
             def ours(kern: Any = kern, A: Any = A, B: Any = B, D: Any = D) -> Any:
                 return kern(A, B, out=D, stream=torch.cuda.current_stream())

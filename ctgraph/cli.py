@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .passes import PIPELINES, TRANSFORMS
@@ -152,38 +153,71 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .calibrate import calibrate, calibrate_tiles, report
-    from .model import save_model
+def _shapes(name: str, limit: int = 0) -> list[tuple[int, int, int]]:
+    """A shape set by name (train, validation, test, llm: :mod:`ctgraph.select.shapes`) or a CSV of m,n,k."""
+    from .select import shapes
 
-    if args.tiles:
-        costs, _ = calibrate_tiles(progress=not args.quiet)
-        print("\n".join(f"    {c.line()}" for c in costs))
-        return 0
-    model, rows = calibrate(progress=not args.quiet)
-    print(report(model, rows))
-    print(f"wrote {save_model(model)}")
-    return 0
+    path = shapes.DATA / f"{name}.csv"
+    if name in ("train", "validation", "test", "llm") and path.exists():
+        out = shapes.read(path)
+    elif Path(name).exists():
+        out = shapes.read(name)
+    else:
+        raise ValueError(f"shapes: a set (train, validation, test, llm) or a CSV of m,n,k, got {name!r}")
+    return out[:limit] if limit else out
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from .tune import merge, parse_shard, run
 
-    from .bench import read_shapes
-    from .policy import TuningTable
-    from .tune import tune
+    if args.merge:
+        table = merge([Path(p) for p in args.merge], Path(args.out))
+        print(f"merged {len(args.merge)} tables: {len(table.entries)} shapes -> {args.out}")
+        return 0
+    if not args.shapes:
+        raise ValueError("tune: give a shape set (or --merge TABLES)")
+    shapes = _shapes(args.shapes, args.limit)
+    table = run(shapes, Path(args.out), top=args.top, extra=args.extra, shard=parse_shard(args.shard))
+    print(f"timed {len(table.entries)} shapes -> {args.out}")
+    if args.install:
+        from .select.cache import store
 
-    update = TuningTable.from_json(Path(args.update).read_text()) if args.update else None
-    out = Path(args.out) if args.out else None
-    tune(
-        read_shapes(args.shapes),
-        macro_tile=args.tile,
-        out=out,
-        update=update,
-        tiles=args.tiles,
-        layouts=args.layouts,
-        recheck_within=args.recheck,
-    )
+        print(f"installed into {store(table.device, table.entries)}")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from .cache import write_whole
+    from .select.cache import Table
+    from .select.fit import fit
+    from .select.target import known_target
+
+    train = Table.from_json(Path(args.train).read_text())
+    validation = Table.from_json(Path(args.validation).read_text())
+    f = fit(train, validation, known_target(train.device) if train.device in _known() else known_target())
+    print(f"lambda {f.lam}: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
+          f"(analytic alone {f.validation_regret_analytic:.4f}), {f.rows} rows")
+    write_whole(Path(args.out), f.correction.to_json())
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _known() -> set[str]:
+    from .select.target import KNOWN
+
+    return set(KNOWN)
+
+
+def cmd_heldout(args: argparse.Namespace) -> int:
+    from .heldout import run, stability, summary
+
+    shapes = _shapes(args.shapes, args.limit)
+    if args.stability:
+        for d in (8, 64):
+            print(f"+{d}: {stability(shapes, d):.3f} of {len(shapes)} shapes keep their tile, layout and transform")
+        return 0
+    rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
+    print(summary(rows))
     return 0
 
 
@@ -244,41 +278,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _raster_arg(p)
     p.set_defaults(func=cmd_bench)
-    p = sub.add_parser("calibrate", help="fit the grid-size model on this GPU (needs torch); stores it per device")
-    p.add_argument("--quiet", action="store_true", help="no line per measurement")
-    p.add_argument("--tiles", action="store_true", help="fit the per-tile costs of macro_tile='auto' instead")
-    p.set_defaults(func=cmd_calibrate)
-    p = sub.add_parser("tune", help="time every policy on a CSV of shapes and build transform=auto's tuning table")
-    p.add_argument("shapes", help="CSV with columns m,n,k")
-    _tile_arg(p, "auto", "macro tile for every policy of a shape")
-    p.add_argument("--out", help="also write the table here (besides the cache directory)")
-    p.add_argument(
-        "--update",
-        metavar="TABLE",
-        help="keep this table's rows that still apply (same tile) and time only the other shapes",
-    )
-    p.add_argument(
-        "--tiles",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also time the tile model's first N candidate tiles per shape and keep the fastest for macro_tile='auto'",
-    )
-    p.add_argument(
-        "--layouts",
-        action="store_true",
-        help="also time swapped tiles fitted to whole waves on cuBLAS's cluster layouts, and pairs of CTAs of a tile "
-        "that splits K, and keep one that is faster",
-    )
-    p.add_argument(
-        "--recheck",
-        type=float,
-        default=0.0,
-        metavar="R",
-        help="after a kernel change: time a searched row's tile again, with the tiles and layouts it searched that "
-        "came within R times its best (e.g. 1.1), and keep the fastest",
-    )
+    p = sub.add_parser("tune", help="time the ranker's candidates on a shape set, on every GPU (needs torch)")
+    p.add_argument("shapes", nargs="?", help="a set (train, validation, test, llm) or a CSV with columns m,n,k")
+    p.add_argument("--out", default="tune.json", help="the merged table (default tune.json)")
+    p.add_argument("--top", type=int, default=8, help="the ranker's first N candidates per shape (default 8)")
+    p.add_argument("--extra", type=int, default=4, help="and N others drawn with a seed (default 4)")
+    p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
+    p.add_argument("--shard", help="i/n: this host's share (default RANK/WORLD_SIZE, else all)")
+    p.add_argument("--merge", nargs="+", metavar="TABLE", help="merge these tables into --out instead")
+    p.add_argument("--install", action="store_true", help="add the entries to this device's autotune cache")
     p.set_defaults(func=cmd_tune)
+    p = sub.add_parser("fit", help="fit the ranker's correction on a train table, choosing on a validation table")
+    p.add_argument("train")
+    p.add_argument("validation")
+    p.add_argument("--out", default="ranker.json")
+    p.set_defaults(func=cmd_fit)
+    p = sub.add_parser("heldout", help="the default path against cuBLAS on a shape set (needs torch and a GPU)")
+    p.add_argument("shapes", help="a set (train, validation, test, llm) or a CSV with columns m,n,k")
+    p.add_argument("--out", default="out/heldout.csv")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--autotune", action="store_true", help="time the ranker's top candidates on first call")
+    p.add_argument("--regret", type=int, default=0, metavar="N", help="also time the ranker's first N candidates")
+    p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")
+    p.set_defaults(func=cmd_heldout)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from .dimensions import ForLoop, MacroTileIndex, MacroTileNumber, SubDimension, User
 from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
-from .policy import auto_tile
 
 __all__ = ["DTYPES", "GemmProblem", "gemm", "positive_int"]
 
@@ -69,7 +68,9 @@ def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: ob
     """Validate ``gemm``'s arguments; ``ValueError`` names the argument and what is allowed."""
     m_, n_, k_ = (positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
     if isinstance(macro_tile, str) and macro_tile == "auto":
-        macro_tile = auto_tile(m_, n_, k_, _dtype_name(dtype))
+        from .select.resolve import auto_tile
+
+        macro_tile = auto_tile(m_, n_, k_, _dtype_name(dtype))[1]
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:
         raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK) or 'auto', got {macro_tile!r}")
     entries: list[object] = list(macro_tile)  # type: ignore[call-overload]
@@ -99,10 +100,10 @@ def gemm(
 ) -> CoordinateGraph:
     """The precondition graph of an m x n x k GEMM tiled by ``macro_tile = (BM, BN, BK)``.
 
-    ``macro_tile="auto"``: the tile measured fastest for this shape where the tuning table of an H100 (or of
-    ``CTGRAPH_TILE_DEVICE``) searched its tiles (``python -m ctgraph tune --tiles``), else the one with the least
-    predicted time on an H100-class GPU (:func:`ctgraph.tiles.choose_tile`); ``graph.attrs["gemm"].macro_tile``
-    says which (:func:`ctgraph.policy.auto_tile`).
+    ``macro_tile="auto"``: the tile :mod:`ctgraph.select` chooses for this shape on the GPU at hand (else on the
+    known device of ``CTGRAPH_TARGET_DEVICE``, default the H100 SXM): the device's measured entry, else the
+    ranker's best candidate; ``graph.attrs["gemm"].macro_tile`` says which. ``compile(..., transform="auto")``
+    chooses again for the target it compiles for, and rebuilds the graph where the tile differs.
 
     ``dtype`` is the type of A, B, C and D ("float16" or "float32"); accumulation is always fp32.
     """
@@ -110,6 +111,7 @@ def gemm(
     bm, bn, bk = p.macro_tile
     g = CoordinateGraph()
     g.attrs["gemm"] = p
+    g.attrs["auto_tile"] = isinstance(macro_tile, str) and macro_tile == "auto"
     M, N, K = (p.m, "M", bm, "numTilesM"), (p.n, "N", bn, "numTilesN"), (p.k, "K", bk, "numTilesK")
     a_m, a_k = _tensor(g, "A", M, K)
     b_k, b_n = _tensor(g, "B", K, N)

@@ -17,7 +17,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CTGRAPH_CACHE_DIR") or Path.home() / ".cache" / "ctgraph")
 
 
-def tile_device() -> str:
-    """``CTGRAPH_TILE_DEVICE`` (default the H100 SXM, the GPU of :data:`ctgraph.tiles.H100`): the GPU whose tuning
-    table ``macro_tile="auto"`` takes measured tiles from (rows that ``python -m ctgraph tune --tiles`` wrote)."""
-    return os.environ.get("CTGRAPH_TILE_DEVICE") or "NVIDIA H100 80GB HBM3"
+def target_device() -> str | None:
+    """``CTGRAPH_TARGET_DEVICE``: the known device (:data:`ctgraph.select.target.KNOWN`) that selection assumes
+    where no GPU answers (``build=False``, ``macro_tile="auto"`` on a machine without one); unset: the GPU when one
+    answers, else the H100 SXM."""
+    return os.environ.get("CTGRAPH_TARGET_DEVICE") or None
+
+
+def autotune() -> bool:
+    """``CTGRAPH_AUTOTUNE=1``: ``compile(..., transform="auto")`` times the ranker's top candidates on the first
+    call of a new shape (as ``autotune=True``)."""
+    return os.environ.get("CTGRAPH_AUTOTUNE", "0").strip().lower() in ("1", "true", "yes", "on")

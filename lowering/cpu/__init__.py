@@ -16,11 +16,28 @@ import numpy as np
 from ctgraph.lower import fixup_dependencies, launch_grids, lower_to_control, partial_slots
 from ctgraph.operands import check_host_operands, check_scalars
 from ctgraph.params import bindings
+from ctgraph.select.config import Layout
+from ctgraph.select.target import CPU, Target
 
 from .codegen import generate
 from .jit import cache_info, compile_ir
 
-__all__ = ["CpuProgram", "build", "cache_info", "run_order"]
+__all__ = ["CpuProgram", "build", "cache_info", "layout_of", "run_order", "supports", "target"]
+
+
+def target() -> Target:
+    """The CPU as selection sees it: one path, workgroups run one after another."""
+    return CPU
+
+
+def layout_of(macro_tile: tuple[int, int, int], dtype: str, options: dict[str, Any]) -> Layout:
+    """Every tile runs on one "CTA" here."""
+    return Layout()
+
+
+def supports(macro_tile: tuple[int, int, int], dtype: str, layout: Layout, path: str) -> bool:
+    """Any tile runs on the CPU path (partial tiles are masked); clusters do not exist here."""
+    return layout == Layout()
 
 
 def run_order(schedule: list[list[tuple[int, int, int]]]) -> list[int]:

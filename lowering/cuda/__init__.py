@@ -21,11 +21,14 @@ from ctgraph.control import Wait
 from ctgraph.lower import launch_grids, lower_to_control, partial_slots
 from ctgraph.operands import check_scalars
 from ctgraph.params import bindings
+from ctgraph.select.config import Layout, cluster_grid
+from ctgraph.select.target import Target
 
 from . import hopper
 from .codegen import generate, layout
+from .codegen import layout as layout_plan  # `layout` names a parameter below
 from .divisors import Divisor, fast_divisors
-from .hopper import d_tail_box, hopper_layout, loads_tiles, reduction_launch, swizzle_bytes
+from .hopper import MULTICAST_ORDER, d_tail_box, hopper_layout, loads_tiles, reduction_launch, swizzle_bytes
 from .nvcc import ptx
 from .operands import Operand, classify
 from .options import CudaOptions
@@ -33,11 +36,11 @@ from .options import CudaOptions
 __all__ = [
     "CudaProgram",
     "build",
-    "default_workgroups",
-    "model_workgroups",
+    "layout_of",
     "options_from",
     "resolve_mainloop",
-    "select_policy",
+    "supports",
+    "target",
 ]
 
 _MODULES: dict[tuple[str, str, str, Any], Any] = {}  # (source, arch, entry point, launch) -> loaded function
@@ -51,25 +54,6 @@ def options_from(options: dict[str, Any]) -> CudaOptions:
     if unknown:
         raise ValueError(f"unknown CUDA options {sorted(unknown)}; valid: {sorted(names | {'build'})}")
     return CudaOptions(**{k: v for k, v in options.items() if k in names})
-
-
-def with_tuned_layout(opts: CudaOptions, p: Any) -> CudaOptions:
-    """``opts`` where the caller left the layout open (``cluster=0``, ``multicast=None``, ``swap=None``): the
-    cluster layout the tuning table timed this GEMM's tile on (:func:`ctgraph.policy.auto_layout`), where it
-    fits these options, so ``macro_tile="auto"`` runs a row's tile as ``tune --layouts`` measured it."""
-    from ctgraph.policy import auto_layout
-
-    if (opts.cluster, opts.multicast, opts.swap) != (0, None, None):
-        return opts
-    layout = auto_layout(p.m, p.n, p.k, p.dtype, p.macro_tile)
-    if layout is None:
-        return opts
-    tuned = dataclasses.replace(opts, **layout.options())  # type: ignore[arg-type]
-    try:
-        hopper_layout(p.macro_tile, p.dtype, tuned)
-    except ValueError:
-        return opts
-    return tuned
 
 
 def _context() -> None:
@@ -119,7 +103,7 @@ class CudaProgram:
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         p = kernel.problem
-        self.options = with_tuned_layout(options_from(kernel.options), p)
+        self.options = options_from(kernel.options)
         self.control = lower_to_control(kernel.graph)
         self.mainloop = resolve_mainloop(self.options, p.dtype, p.macro_tile)
         self.root = self.control[self.control.kernels[0]]
@@ -330,63 +314,37 @@ def build(kernel: Any) -> CudaProgram:
     return prog
 
 
-def _probe(graph: Any, transform: str, options: dict[str, Any]) -> CudaProgram:
-    """A one-workgroup program of this kernel: what its occupancy and variant are asked of."""
-    from ctgraph.api import Kernel
-
-    return CudaProgram(Kernel(graph, transform, 1, "cuda", options))
-
-
-def _occupancy(probe: CudaProgram) -> tuple[int, int]:
-    """``(resident workgroups, processors)`` of this kernel on the current GPU: a workgroup that is a cluster
-    of CTAs occupies one SM per CTA, so the grid-size model sees ``SMs / cluster`` processors, or fewer
-    where clusters do not pack into the GPCs (30 clusters of 4 on a 132-SM H100)."""
-    from .driver import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_attribute
-
-    resident = int(probe.function().resident_workgroups())  # NOTE: loading it makes the context current
-    cluster = probe.layout.get("CLUSTER", 1)
-    return resident, min(device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) // cluster, resident)
+def layout_of(macro_tile: tuple[int, int, int], dtype: str, options: dict[str, Any]) -> Layout | None:
+    """The cluster layout the wgmma path runs ``macro_tile`` on with these options (``cluster=0``, ``multicast=None``
+    and ``swap=None`` resolved as :func:`~lowering.cuda.hopper.hopper_layout` does), or None where it does not fit:
+    what selection asks to keep every candidate valid for its path."""
+    try:
+        opts = options_from(options)
+        lay = hopper_layout(macro_tile, dtype, opts)
+    except ValueError:
+        return None
+    cluster, grid = lay["CLUSTER"], (lay["CLUSTER_M"], lay["CLUSTER_N"])
+    fits = [mc for mc in MULTICAST_ORDER if (mc in ("a", "b") or cluster >= 4) and cluster_grid(cluster, mc) == grid]
+    multicast = opts.multicast or fits[0]
+    return Layout(cluster, multicast, bool(lay["SWAP"]))
 
 
-def default_workgroups(graph: Any, transform: str, options: dict[str, Any]) -> int:
-    """The co-resident workgroup count of this kernel on the current GPU (occupancy x SMs, or resident
-    clusters when a workgroup is a cluster of CTAs)."""
-    return _occupancy(_probe(graph, transform, options))[0]
+def supports(macro_tile: tuple[int, int, int], dtype: str, layout: Layout, path: str) -> bool:
+    """Whether ``path`` runs ``macro_tile`` on exactly ``layout``: the wgmma kernel's layout, or one CTA on the
+    mma.sync paths (``"vector"``, ``"scalar"``)."""
+    if path == "wgmma":
+        return layout_of(macro_tile, dtype, layout.options()) == layout
+    if layout != Layout():
+        return False
+    try:
+        layout_plan(macro_tile, dtype, CudaOptions(mainloop="mma"))
+    except ValueError:
+        return False
+    return True
 
 
-def model_workgroups(graph: Any, transform: str, options: dict[str, Any], sk_batches: int | None = None) -> int:
-    """The grid the fitted grid-size model (:mod:`ctgraph.model`) predicts fastest, up to the resident count."""
-    import pycuda.driver as drv
+def target() -> Target:
+    """The current device as selection sees it (:func:`lowering.cuda.device.device_target`)."""
+    from .device import device_target
 
-    from ctgraph.model import load_model
-    from ctgraph.passes import pass_options
-
-    resident, sms = _occupancy(_probe(graph, transform, options))
-    model = load_model(drv.Context.get_device().name())
-    model = dataclasses.replace(model, sms=sms, ctas_per_sm=max(1, resident // sms))
-    tm, tn, kt = graph.attrs["gemm"].tiles
-    batches = pass_options(transform, 1, sk_batches).sk_batches
-    return model.best_grid(transform, tm * tn, kt, max_grid=resident, sk_batches=batches)
-
-
-def select_policy(graph: Any, options: dict[str, Any]) -> Any:
-    """``transform="auto"`` on this GPU: :func:`ctgraph.policy.select` with its name, SMs and resident CTAs,
-    and, on the wgmma path, the measured costs of this macro tile and cluster (:func:`ctgraph.tiles.tile_cost`)."""
-    import pycuda.driver as drv
-
-    from ctgraph.policy import select
-    from ctgraph.tiles import tile_cost
-
-    probe = _probe(graph, "streamk2tile", options)  # NOTE: every transform shares the kernel's size
-    resident, sms = _occupancy(probe)
-    p = graph.attrs["gemm"]
-    cost = tile_cost(p.macro_tile, probe.layout["CLUSTER"]) if probe.variant == "wgmma" else None
-    name = drv.Context.get_device().name()
-    return select(name, p.m, p.n, p.k, p.dtype, p.macro_tile, resident, sms, l2_bytes(), cost)
-
-
-def l2_bytes() -> int:
-    """The L2 capacity of the current GPU (a context must be current: after a first compile)."""
-    from .driver import CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_attribute
-
-    return device_attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+    return device_target()

@@ -101,7 +101,7 @@ import sympy
 
 from ctgraph import control as C
 from ctgraph.expr import Mod
-from ctgraph.tiles import cluster_grid, tile_layout
+from ctgraph.select.config import cluster_grid
 
 from .codegen import _Codegen
 from .options import CLUSTERS, CudaOptions
@@ -132,6 +132,8 @@ SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulato
 # 256 x 192 spilled 4-36 bytes in two-tile Stream-K (ptxas, sm_90a, CUDA 13). CTAs of 384 rows (three warpgroups)
 # compiled, but failed on the H100, most likely because a CTA's A rows are one TMA box, of at most 256 rows.
 SPARE_REGS_BLOCKS = 8
+# ``multicast=None``: the operands a cluster shares, tried in this order (the first layout the tile fits on)
+MULTICAST_ORDER = ("b", "ab", "ba", "a")
 # NOTE: from this many consumer warpgroups, each releases a stage as soon as its own wgmma group retires (no group in
 # flight across K steps, so one more stage of the ring is loading): the others' groups keep the tensor cores busy.
 # 256 x 128 CTAs (four warpgroups) ran 2048x2048x8192 in 90.8 us instead of 103.4 and 3912x936x336 in 9.57 instead
@@ -251,7 +253,7 @@ def hopper_layout(
     """Tile constants of the wgmma kernel; ``ValueError`` when the macro tile does not fit it.
 
     A workgroup runs on ``CLUSTER = opts.cluster`` CTAs (``0``: the fewest that fit; with ``multicast=None``
-    first the layout the tile model measured or priced the tile on, :func:`ctgraph.tiles.tile_layout`), a
+    the first of :data:`MULTICAST_ORDER` that fits: B shared, else a 2-D grid, else A shared), a
     ``CLUSTER_M x CLUSTER_N`` grid of CTAs that each own ``CTA_M x CTA_N`` of the macro tile, split over ``c =
     CTA_M/64`` consumer warpgroups (1 to 4; swapped, ``CTA_N/64``). Every consumer thread holds ``CTA_N/2``
     (swapped: ``CTA_M/2``) fp32 accumulators, which must fit its share of registers (:func:`accumulator_budget`):
@@ -261,20 +263,21 @@ def hopper_layout(
     (:data:`SPARE_REGS_BLOCKS`). ``cluster=0`` takes the fewest CTAs on which the tile fits one block a
     warpgroup, and only where none does, two.
     """
-    if opts.multicast is None:  # the layout the tile model measured or priced this tile on, else B shared
-        measured = tile_layout(macro_tile)
-        if measured is None or opts.cluster not in (0, measured[0]):
-            measured = (opts.cluster, "b")
-        cluster, multicast = measured
-        return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster, multicast=multicast))
-    if opts.cluster == 0:  # the fewest CTAs the tile fits on with one row block, else two; else one CTA's error
-        errors = []
-        for most, cluster in itertools.product((1, most_blocks), CLUSTERS[1:]):
+    if opts.multicast is None or opts.cluster == 0:  # the fewest CTAs, then the first of MULTICAST_ORDER, that fit
+        clusters = CLUSTERS[1:] if opts.cluster == 0 else (opts.cluster,)
+        multicasts = MULTICAST_ORDER if opts.multicast is None else (opts.multicast,)
+        errors = {}
+        for most, cluster, multicast in itertools.product((1, most_blocks), clusters, multicasts):
+            if multicast in ("ab", "ba") and cluster < 4:
+                continue  # 2 x cluster/2 grids need 4 CTAs at least
             try:
-                return hopper_layout(macro_tile, dtype, dataclasses.replace(opts, cluster=cluster), most)
+                return hopper_layout(
+                    macro_tile, dtype, dataclasses.replace(opts, cluster=cluster, multicast=multicast), most
+                )
             except ValueError as e:
-                errors.append(e)
-        raise errors[-len(CLUSTERS) + 1]
+                errors[most, cluster, multicast] = e
+        first = next(iter(errors.values()))
+        raise errors.get((most_blocks, clusters[0], multicasts[0]), first)
     bm, bn, bk = macro_tile
     cluster = opts.cluster
     cm, cn = cluster_grid(cluster, opts.multicast)  # CLUSTER_M x CLUSTER_N CTAs

@@ -5,12 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ctgraph.bench import DEFAULT_SHAPES, geomean, markdown, plot, read_shapes
-from ctgraph.calibrate import report
-from ctgraph.model import GridModel, work
 
 NAN = float("nan")
 
@@ -74,42 +71,8 @@ def test_plot_is_written(tmp_path):
     assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_calibration_report_on_a_perfect_fit():
-    model = GridModel(4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6, device="Test GPU", c_spread=0.6e-6)
-    rows = []
-    for t in ("dataparallel", "streamk"):
-        for g in (66, 132, 264):
-            w = work(t, 120, 64, g)
-            seconds = model.time(w, g)
-            rows.append(
-                {
-                    "m": 1280,
-                    "n": 1536,
-                    "k": 4096,
-                    "transform": t,
-                    "g": g,
-                    "seconds": seconds,
-                    "features": model.features(w, g),
-                    "predicted": seconds,
-                }
-            )
-    text = report(model, rows)
-    assert "median relative error 0.0%" in text and "100.0% of the best measured grid" in text
-    assert np.isclose(
-        model.time(work("streamk", 120, 64, 132), 132),
-        sum(
-            k * x
-            for k, x in zip(
-                (4e-6, 2e-6, 1.5e-6, 2.2e-6, 2e-6, 0.6e-6),
-                model.features(work("streamk", 120, 64, 132), 132),
-                strict=True,
-            )
-        ),
-    )
-
-
 def test_bench_on_the_mma_path_needs_a_tile(capsys):
-    """The auto tiles are the wgmma path's (ctgraph.tiles): ``--mainloop mma`` is refused without ``--tile``,
+    """The auto tiles are the wgmma path's (ctgraph.select): ``--mainloop mma`` is refused without ``--tile``,
     before any GPU work; ``--mainloop`` offers exactly the backend's mainloops."""
     from ctgraph.cli import main
     from lowering.cuda.options import MAINLOOPS

@@ -127,9 +127,18 @@ def test_cluster_sizes(cluster):
         _ = cuda_kernel("streamk", mainloop="wgmma", cluster=2, multicast="ba").source
 
 
-def test_workgroups_required_without_build():
-    with pytest.raises(ValueError, match="workgroups"):
-        ctgraph.compile(ctgraph.gemm(64, 64, 64), transform="streamk", target="cuda", build=False)
+def test_default_workgroups_without_build_are_the_known_devices(monkeypatch):
+    """Without a GPU to ask, the default grid is what the known device of CTGRAPH_TARGET_DEVICE (default the H100
+    SXM) holds at once: one CTA per SM on the wgmma path, resident clusters for clusters."""
+    monkeypatch.delenv("CTGRAPH_TARGET_DEVICE", raising=False)
+    one = ctgraph.compile(ctgraph.gemm(4096, 4096, 4096, (128, 256, 64)), "streamk", target="cuda", build=False)
+    four = ctgraph.compile(ctgraph.gemm(4096, 4096, 4096, (512, 256, 64)), "streamk", target="cuda", build=False)
+    assert (one.workgroups, four.workgroups) == (132, 30)
+    monkeypatch.setenv("CTGRAPH_TARGET_DEVICE", "NVIDIA H100 PCIe")
+    assert ctgraph.compile(ctgraph.gemm(64, 64, 64), "streamk", target="cuda", build=False).workgroups == 114
+    monkeypatch.setenv("CTGRAPH_TARGET_DEVICE", "Imaginary GPU")
+    with pytest.raises(ValueError, match="unknown target device 'Imaginary GPU'; known: "):
+        ctgraph.compile(ctgraph.gemm(64, 64, 64), "streamk", target="cuda", build=False)
 
 
 def test_golden_seed_cu():
@@ -438,8 +447,8 @@ def test_wgmma_refuses_tiles_it_cannot_run(tile, cluster):
         ((100, 64, 64), {}),  # rows not a multiple of 8
         ((264, 64, 64), {}),  # wgmma's N side is at most 256
         ((136, 320, 64), {}),  # five consumer warpgroups
-        ((200, 256, 64), {}),  # 100 accumulators and the spare registers exceed four consumers' share
-        ((72, 128, 64), {"cluster": 2}),  # 36 rows per CTA
+        ((200, 256, 64), {"cluster": 1}),  # 100 accumulators and the spare registers exceed four consumers' share
+        ((72, 128, 64), {"cluster": 2, "multicast": "b"}),  # 36 rows per CTA
         ((72, 128, 32), {"cluster": 8}),  # 9 rows per CTA
         ((128, 96, 64), {"swap": True}),  # 96 columns: no whole warpgroups
     ],

@@ -11,7 +11,8 @@ from ctgraph.dimensions import Linear
 from ctgraph.edges import Tile
 from ctgraph.passes import PIPELINES, TAKES_SPLIT, split_sk_dp
 from ctgraph.passes.common import raster_group
-from ctgraph.policy import RASTER, raster_for, select
+from ctgraph.select import H100_SXM, Config, Layout, Selection
+from ctgraph.select.candidates import RASTER, schedules
 from ctgraph.summary import summarize
 
 PERSISTENT = [t for t in PIPELINES if t not in TAKES_SPLIT]
@@ -118,30 +119,34 @@ def test_cuda_source_with_raster_is_deterministic_and_differs():
     assert "numRasterGroups" in src[0] and "numRasterGroups" not in src[2]
 
 
-def test_policy_rasters_only_data_parallel_operands_that_outgrow_the_l2():
-    l2 = 50 * 2**20
-    assert raster_for("dataparallel", 8192, 8192, 8192, "float16", l2) == RASTER
-    assert raster_for("dataparallel", 4096, 4096, 4096, "float16", l2) == RASTER  # 64 MiB of operands
-    assert raster_for("streamk_hybrid", 8192, 8192, 8192, "float16", l2) == 1  # contiguous ranges per WG
-    assert raster_for("streamk2tile", 8192, 8192, 8192, "float16", l2) == 1  # Stream-K runs its tiles at once
-    assert raster_for("splitk_reduce", 8192, 8192, 8192, "float16", l2) == 1
-    assert raster_for("dataparallel", 3072, 4096, 512, "float16", l2) == 1
-    assert raster_for("dataparallel", 3072, 4096, 512, "float32", 2**20) == RASTER
-    assert raster_for("dataparallel", 8192, 8192, 8192, "float16", 0) == 1  # L2 unknown: row-major
-    s = select("Raster GPU", 8192, 8192, 8192, "float16", (128, 128, 64), 132, 132, l2)
-    assert s.raster == raster_for(s.policy.transform, 8192, 8192, 8192, "float16", l2)
-    assert (f"groups of up to {RASTER}" in str(s)) == (s.raster > 1)
-    assert select("Raster GPU", 512, 512, 512, "float16", (128, 128, 64), 132, 132, l2).raster == 1
+def test_every_persistent_schedule_gets_a_tile_order_where_the_operands_outgrow_the_l2():
+    """Where A and B outgrow the L2, each persistent schedule comes row-major and in groups of up to RASTER tile rows
+    (Stream-K included: 4096x28672x4096 in two-tile Stream-K re-read B 16 times row-major); where they fit, row-major
+    only; split-K never (one workgroup per chunk)."""
+    tile, layout = (256, 256, 64), Layout(2, "b", False)
+    big = schedules(4096, 28672, 4096, "float16", tile, layout, H100_SXM)
+    for transform in ("dataparallel", "streamk2tile", "streamk_hybrid"):
+        assert {c.raster for c in big if c.transform == transform} == {1, RASTER}, transform
+    small = schedules(512, 512, 512, "float16", (128, 128, 64), Layout(), H100_SXM)
+    assert {c.raster for c in small} == {1}
+    assert all(
+        c.raster == 1
+        for c in schedules(256, 256, 65536, "float16", (64, 64, 64), Layout(), H100_SXM)
+        if c.transform == "splitk_reduce"
+    )
+
+
+def test_raster_group_divides_the_tile_rows():
+    assert raster_group(16, 8) == 8 and raster_group(12, 8) == 6 and raster_group(13, 8) == 1
 
 
 def test_auto_keeps_a_given_raster_and_split_k_drops_it(monkeypatch):
-    from ctgraph import api
-    from ctgraph.policy import POLICIES, Selection
+    from ctgraph.select import resolve
 
-    by_name = {p.transform: p for p in POLICIES}
     g = ctgraph.gemm(128, 64, 32, macro_tile=(16, 16, 8), dtype="float32")
     for transform, given, want in [("dataparallel", 4, 4), ("dataparallel", None, 2), ("splitk_reduce", 4, 1)]:
-        chosen = Selection(by_name[transform], 64, "test", raster=2)
-        monkeypatch.setattr(api, "choose_policy", lambda *a, chosen=chosen: chosen)
+        split = 2 if transform == "splitk_reduce" else None
+        chosen = Selection(Config((16, 16, 8), Layout(), transform, 64, 2, None, split), "test")
+        monkeypatch.setattr(resolve, "choose", lambda graph, *a, chosen=chosen: (graph, chosen))
         kern = ctgraph.compile(g, "auto", target="cpu", raster=given)
         assert (kern.transform, kern.raster) == (transform, want)

@@ -1,0 +1,239 @@
+"""``python -m ctgraph heldout``: the default path against cuBLAS on a shape set, as a user calls it.
+
+For every shape: ``ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto")`` (with
+``--autotune``, its first call times the ranker's top candidates) and ``torch.matmul`` (cuBLAS, fp16, fp32
+accumulation, reduced-precision reduction off), timed in ``--rounds`` interleaved rounds, cuBLAS first in each; two
+times each (:mod:`ctgraph.measure`): **kernel** (CUDA-graph replay) and **call** (events around back-to-back
+Python calls). The ratio is taken per round (``cublas_r / ours_r``) and its median kept per shape.
+
+The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, the shapes below 0.9x and 0.8x, the
+worst, the call-time geomean; with ``--regret N``, the ranker's first ``N`` candidates are timed too and the
+regret (chosen / fastest of them) reported; the selection's stability under +8 and +64 on every dimension (the share
+of shapes whose tile, layout and transform stay the same) needs no GPU. Shapes are spread over the visible GPUs,
+one spawned worker each; every shape's two kernels run on one GPU, so each ratio is taken on one device.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run", "stability", "summary"]
+
+Shape = tuple[int, int, int]
+
+
+def _geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(x for x in xs if math.isfinite(x))
+    if not xs:
+        return math.nan
+    i = q * (len(xs) - 1)
+    lo = math.floor(i)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (i - lo)
+
+
+def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[str, Any]:
+    import torch
+
+    import ctgraph
+    from ctgraph.measure import call_time, kernel_time
+
+    m, n, k = shape
+    A = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    B = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    D = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    D2 = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    t0 = time.time()
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto", target="cuda", autotune=autotune)
+    setup = time.time() - t0
+    stream = torch.cuda.current_stream
+
+    def ours() -> Any:
+        return kern(A, B, out=D, stream=stream())
+
+    def cublas() -> Any:
+        return torch.matmul(A, B, out=D2)
+
+    kr, cr, ko, co = [], [], [], []
+    for _ in range(rounds):
+        kc, cc = kernel_time(cublas), call_time(cublas)
+        kx, cx = kernel_time(ours), call_time(ours)
+        kr.append(kc / kx)
+        cr.append(cc / cx)
+        ko.append(kx)
+        co.append(kc)
+    ok = bool(torch.allclose(D.float(), D2.float(), rtol=2e-2, atol=2e-2 * math.sqrt(k) / 8))
+    row = {
+        "m": m,
+        "n": n,
+        "k": k,
+        "config": kern.selection.config.name if kern.selection else "",
+        "reason": kern.selection.reason if kern.selection else "",
+        "kernel_ratio": statistics.median(kr),
+        "call_ratio": statistics.median(cr),
+        "ours_us": statistics.median(ko) * 1e6,
+        "cublas_us": statistics.median(co) * 1e6,
+        "setup_s": round(setup, 2),
+        "close": ok,
+        "regret": math.nan,
+    }
+    if regret:
+        from ctgraph.select.autotune import time_configs
+        from ctgraph.tune import _compile
+
+        ranked = [c for c, _ in kern.selection.ranked[:regret]] if kern.selection else []
+        times = time_configs(m, n, k, "float16", ranked, lambda c: _compile(c, shape, "float16"))
+        best = min([*times.values(), statistics.median(ko)])
+        row["regret"] = statistics.median(ko) / best
+    return row
+
+
+def _worker(args: tuple[int, list[Shape], int, bool, int, str]) -> str:
+    gpu, shapes, rounds, autotune, regret, part = args
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    import torch
+
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    rows = []
+    for i, shape in enumerate(shapes):
+        try:
+            row = _time_shape(shape, rounds, autotune, regret)
+        except Exception as e:  # a shape that fails is reported, not dropped
+            row = {
+                "m": shape[0],
+                "n": shape[1],
+                "k": shape[2],
+                "config": "",
+                "reason": f"error: {e}",
+                "kernel_ratio": math.nan,
+                "call_ratio": math.nan,
+                "close": False,
+            }
+        rows.append(row)
+        print(
+            f"[gpu{gpu} {i + 1}/{len(shapes)}] {shape}: {row.get('config')} kernel {row['kernel_ratio']:.3f}x "
+            f"call {row['call_ratio']:.3f}x",
+            flush=True,
+        )
+        _write(rows, Path(part))
+    return part
+
+
+FIELDS = (
+    "m",
+    "n",
+    "k",
+    "config",
+    "reason",
+    "kernel_ratio",
+    "call_ratio",
+    "ours_us",
+    "cublas_us",
+    "setup_s",
+    "close",
+    "regret",
+)
+
+
+def _write(rows: list[dict[str, Any]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ("kernel_ratio", "call_ratio", "regret"):
+            r[key] = float(r.get(key) or "nan")
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Geomean, p10, counts below 0.9x and 0.8x, worst, call-time geomean, regret geomean (where timed)."""
+    kr = [r["kernel_ratio"] for r in rows]
+    return {
+        "shapes": len(rows),
+        "geomean": _geomean(kr),
+        "p10": _quantile(kr, 0.1),
+        "below_0.9": sum(x < 0.9 for x in kr),
+        "below_0.8": sum(x < 0.8 for x in kr),
+        "worst": min((x for x in kr if math.isfinite(x)), default=math.nan),
+        "call_geomean": _geomean([r["call_ratio"] for r in rows]),
+        "regret": _geomean([r["regret"] for r in rows if math.isfinite(r.get("regret", math.nan))]),
+        "failed": sum(not math.isfinite(x) for x in kr) + sum(str(r.get("close")) == "False" for r in rows),
+    }
+
+
+def stability(shapes: list[Shape], delta: int) -> float:
+    """The share of shapes whose selected tile, layout and transform stay the same at ``+delta`` on m, n and k
+    (selected for the known H100 SXM: no GPU needed)."""
+    from ctgraph.backends import backend
+    from ctgraph.select import H100_SXM, select
+
+    supports = backend("cuda").supports
+    same = 0
+    for m, n, k in shapes:
+        a = select(m, n, k, "float16", H100_SXM, "wgmma", supports).config
+        b = select(m + delta, n + delta, k + delta, "float16", H100_SXM, "wgmma", supports).config
+        same += (a.tile, a.layout, a.transform) == (b.tile, b.layout, b.transform)
+    return same / len(shapes)
+
+
+def precompile(shapes: list[Shape], processes: int, autotune: bool, regret: int) -> None:
+    """nvcc ahead of timing for every shape's chosen config (and the candidates autotune or ``regret`` will time)."""
+    from ctgraph import tune
+    from ctgraph.select.resolve import target_of
+
+    target = target_of("cuda", {})
+    top = max(regret, 6 if autotune else 1)
+    work = [(c, s, "float16") for s in shapes for c in tune.configs_for(s, target, top, 0)]
+    work += [(_chosen(s), s, "float16") for s in shapes]
+    tune.precompile(work, processes)
+
+
+def _chosen(shape: Shape) -> Any:
+    import ctgraph
+
+    kern = ctgraph.compile(ctgraph.gemm(*shape, macro_tile="auto"), transform="auto", target="cuda", build=False)
+    assert kern.selection is not None
+    return kern.selection.config
+
+
+def run(
+    shapes: list[Shape], out: Path, rounds: int = 3, autotune: bool = False, regret: int = 0, gpus: int | None = None
+) -> list[dict[str, Any]]:
+    """Time every shape (module docstring) over the visible GPUs; rows to ``out`` (CSV), summary returned."""
+    import multiprocessing as mp
+
+    import torch
+
+    gpus = gpus or torch.cuda.device_count()
+    if gpus < 1:
+        raise RuntimeError("heldout needs a GPU: torch sees none")
+    t0 = time.time()
+    precompile(shapes, os.cpu_count() or 1, autotune, regret)
+    print(f"precompiled in {time.time() - t0:.0f} s", flush=True)
+    parts = [str(out.with_suffix(f".part{g}.csv")) for g in range(gpus)]
+    jobs = [(g, shapes[g::gpus], rounds, autotune, regret, parts[g]) for g in range(gpus)]
+    with ProcessPoolExecutor(max_workers=gpus, mp_context=mp.get_context("spawn")) as pool:
+        list(pool.map(_worker, jobs))
+    rows = [r for p in parts if Path(p).exists() for r in read(Path(p))]
+    order = {s: i for i, s in enumerate(shapes)}
+    rows.sort(key=lambda r: order.get((int(r["m"]), int(r["n"]), int(r["k"])), 0))
+    _write(rows, out)
+    return rows

@@ -1,0 +1,76 @@
+"""One public timer for every benchmark, tuner and calibration (as Triton's ``do_bench``).
+
+- :func:`kernel_time`: GPU time per call from a CUDA graph of ``reps`` back-to-back calls, replayed; the median of
+  :data:`SAMPLES` replays (host dispatch excluded: what the kernel costs).
+- :func:`call_time`: CUDA events around back-to-back Python calls filling at least :data:`FILL_S`; the median of
+  :data:`SAMPLES` (what a Python caller sees, dispatch included).
+
+Both need torch and a GPU; ``fn`` launches on torch's current stream.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FILL_S", "SAMPLES", "call_time", "kernel_time"]
+
+SAMPLES = 7
+FILL_S = 2e-3
+
+
+def call_time(fn: Callable[[], Any]) -> float:
+    """Seconds per call of ``fn`` as a Python caller sees it (module docstring)."""
+    import torch
+
+    fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    reps = max(1, min(1000, math.ceil(FILL_S / max(start.elapsed_time(end) * 1e-3, 1e-7))))
+    samples = []
+    for _ in range(SAMPLES):
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / reps)
+    return statistics.median(samples)
+
+
+def kernel_time(fn: Callable[[], Any], reps: int = 10) -> float:
+    """GPU seconds per call of ``fn`` from a CUDA graph of ``reps`` calls (module docstring)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        fn()  # allocations (workspace, flags) happen outside the capture
+        fn()
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    # NOTE: a garbage collection during the capture could free an old kernel's pycuda buffer, and a
+    # cuMemFree while a stream captures invalidates the capture: collect before, not during.
+    gc.collect()
+    gc.disable()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(reps):
+                fn()
+    finally:
+        gc.enable()
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(SAMPLES):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / reps)
+    return statistics.median(samples)

@@ -1,0 +1,111 @@
+"""Selection: every ``"auto"`` (tile, cluster layout, transform, grid, tile order) resolved in the front end.
+
+From a typed :class:`Target` that the backend reports and from data files, never from a device name alone::
+
+    measured entry for this exact device and shape    (autotune cache, then the shipped entries: cache.py)
+    else the ranker's best candidate                   (candidates.py -> model.py: analytic x fitted correction)
+    with autotune=True: the ranker's top candidates timed on first call, the winner cached (autotune.py)
+
+Selection is deterministic for a given target and data: candidates come in a fixed order and ties keep the first.
+The backend is asked only through the registry and only which tiles and layouts its path runs
+(``backend.layout_of``); it never imports this package.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from . import cache
+from .candidates import Supports, candidates, schedules
+from .config import Config, Layout, parse_tile, tile_name
+from .model import Correction, load_correction, predict
+from .target import CPU, H100_SXM, H200, KNOWN, Target, known_target
+
+__all__ = [
+    "CPU",
+    "H100_SXM",
+    "H200",
+    "KNOWN",
+    "Config",
+    "Correction",
+    "Layout",
+    "Selection",
+    "Target",
+    "candidates",
+    "known_target",
+    "parse_tile",
+    "rank",
+    "select",
+    "select_schedule",
+    "tile_name",
+]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What ``auto`` chose and why (``kern.selection``): the config, a reason, and the ranked candidates that the
+    ranker saw first (config, predicted seconds)."""
+
+    config: Config
+    reason: str
+    ranked: tuple[tuple[Config, float], ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.config.name}: {self.reason}"
+
+
+def rank(
+    m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, pool: list[Config] | None = None
+) -> list[tuple[Config, float]]:
+    """``pool`` (default: every candidate) ordered by the ranker's predicted seconds; ties keep the pool's order."""
+    correction = _correction(target.family)
+    pool = candidates(m, n, k, dtype, target, path, supports) if pool is None else pool
+    scored = [(predict(c, m, n, k, dtype, target, correction), i, c) for i, c in enumerate(pool)]
+    return [(c, t) for t, _, c in sorted(scored)]
+
+
+@functools.cache
+def _correction(family: str) -> Correction:
+    return load_correction(family)
+
+
+def select(
+    m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, top: int = 8
+) -> Selection:
+    """The config for an ``m x n x k`` GEMM on ``target``'s ``path``: the device's measured entry where it has one
+    for this shape, else the ranker's first candidate."""
+    entry = cache.load(target.name).get(m, n, k, dtype) if path == "wgmma" else None
+    ranked = rank(m, n, k, dtype, target, path, supports)
+    if entry is not None:
+        return Selection(entry.config, f"measured on this device ({target.name})", tuple(ranked[:top]))
+    how = "analytic model" if not any(_correction(target.family).weights) else "ranker"
+    return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates)", tuple(ranked[:top]))
+
+
+def select_schedule(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    tile: tuple[int, int, int],
+    layout: Layout,
+    target: Target,
+    transform: str | None = None,
+) -> Selection:
+    """The schedule (transform, grid, tile order) for a fixed tile and layout, ranked by the model; ``transform``:
+    only that transform's grids and tile orders. An empty ``ranked`` where the transform has no candidate here
+    (Stream-K on one K iteration, split-K on more tiles than the device holds)."""
+    pool = [c for c in schedules(m, n, k, dtype, tile, layout, target) if transform in (None, c.transform)]
+    if not pool:
+        return Selection(
+            Config(tile, layout, transform or "dataparallel", target.resident(layout.cluster)),
+            "no candidate of this transform: the resident grid",
+        )
+    correction = _correction(target.family)
+    scored = sorted((predict(c, m, n, k, dtype, target, correction), i, c) for i, c in enumerate(pool))
+    return Selection(
+        scored[0][2],
+        f"ranker, schedules of {tile_name(tile)} on {layout.name}",
+        tuple((c, t) for t, _, c in scored[:8]),
+    )

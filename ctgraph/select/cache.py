@@ -1,0 +1,136 @@
+"""Measured configs per device: the autotune cache and the entries that ship pre-filled.
+
+One JSON file per device name holds, per GEMM (``"m,n,k,dtype"``), the config that ran fastest and the seconds of
+each config timed (:class:`Entry`). ``autotune=True`` writes the user's file in ``CTGRAPH_CACHE_DIR/autotune/``;
+``ctgraph/data/autotune-<device>.json`` ships the entries measured for this project's benchmark shapes (what
+``python -m ctgraph tune`` writes, the old tuning table converted). Lookups read the user's file, then the shipped
+one; only the exact device's files apply (a measured time is of that device).
+
+Writers take a lock file and write whole files (:func:`ctgraph.cache.write_whole`), so processes that autotune at
+once merge their entries and a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .. import knobs
+from ..cache import write_whole
+from .config import Config
+
+__all__ = ["Entry", "Table", "key", "load", "shipped_path", "user_path"]
+
+
+def key(m: int, n: int, k: int, dtype: str) -> str:
+    return f"{m},{n},{k},{dtype}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """The config kept for one GEMM, the seconds of every config timed for it (by :attr:`Config.name`; entries
+    converted from the old tuning table label them by policy) and cuBLAS's seconds in the same run, where timed."""
+
+    config: Config
+    seconds: tuple[tuple[str, float], ...] = ()
+    cublas: float | None = None
+
+    def to_json(self) -> dict:
+        out = {"config": self.config.name, "seconds": dict(self.seconds)}
+        return out | ({"cublas": self.cublas} if self.cublas is not None else {})
+
+    @classmethod
+    def from_json(cls, d: dict) -> Entry:
+        seconds = tuple(sorted((str(a), float(b)) for a, b in d["seconds"].items()))
+        return cls(Config.parse(d["config"]), seconds, d.get("cublas"))
+
+
+@dataclass
+class Table:
+    """A device's entries; ``kernels``: the hash of the kernel sources they were timed with, where known."""
+
+    device: str
+    entries: dict[str, Entry] = field(default_factory=dict)
+    kernels: str = ""
+
+    def get(self, m: int, n: int, k: int, dtype: str) -> Entry | None:
+        return self.entries.get(key(m, n, k, dtype))
+
+    def merged(self, other: Table) -> Table:
+        """This table with ``other``'s entries added (``other`` wins on a shape both hold)."""
+        return Table(self.device, self.entries | other.entries, other.kernels or self.kernels)
+
+    def to_json(self) -> str:
+        body = {
+            "device": self.device,
+            "kernels": self.kernels,
+            "entries": {k: e.to_json() for k, e in sorted(self.entries.items())},
+        }
+        return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Table:
+        d = json.loads(text)
+        return cls(d["device"], {k: Entry.from_json(e) for k, e in d["entries"].items()}, d.get("kernels", ""))
+
+
+def _file(device: str) -> str:
+    return "autotune-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", device) + ".json"
+
+
+def user_path(device: str) -> Path:
+    return knobs.cache_dir() / "autotune" / _file(device)
+
+
+def shipped_path(device: str) -> Path:
+    return Path(str(resources.files("ctgraph") / "data" / _file(device)))
+
+
+@functools.cache
+def _read(path: Path, stamp: float) -> Table | None:
+    return Table.from_json(path.read_text()) if stamp else None
+
+
+def _table(path: Path) -> Table | None:
+    try:
+        stamp = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+    return _read(path, stamp)
+
+
+def load(device: str) -> Table:
+    """The device's entries: the shipped ones, overridden by the user's autotune cache."""
+    table = Table(device)
+    for path in (shipped_path(device), user_path(device)):
+        found = _table(path)
+        if found is not None:
+            table = table.merged(found)
+    return table
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def store(device: str, entries: dict[str, Entry], path: Path | None = None, kernels: str = "") -> Path:
+    """Add ``entries`` to the device's user cache (or ``path``), under a lock, written whole."""
+    path = path or user_path(device)
+    with _locked(path):
+        old = _table(path) or Table(device)
+        write_whole(path, old.merged(Table(device, entries, kernels)).to_json())
+    return path

@@ -1,0 +1,188 @@
+"""Shape- and path-aware candidates: every (tile, cluster layout, schedule, grid, tile order) worth ranking.
+
+Generated from ``(m, n, k)``, the :class:`~ctgraph.select.target.Target` and the instruction path that will run
+(:meth:`Target.paths`), never from a list of shapes. Three rules hold for every candidate (tested with hypothesis):
+
+- **valid for its path**: the backend accepts the tile and layout (``backend.supports``);
+- **no CTA that computes nothing**: in the last row (column) of tiles, every CTA of a cluster's grid holds at least
+  one row (column) of the output, and no grid has more workgroups than work to give;
+- **bounded padding**: the multiply-adds spent on padding (:func:`~ctgraph.select.counts.padding`) stay within
+  :data:`PAD_LIMIT`, or within :data:`PAD_SLACK` of the least any candidate tile reaches.
+
+Tiles on the wgmma path (``BK = 64``):
+
+- ``CTA_M x BN`` on one CTA, ``CTA_M`` 64 or 128 (256 with at most 160 columns), ``BN`` of a menu and fitted to
+  ``n`` (``16 ceil(n / 16 t)``, ``t = 1..4``: one to four tile columns with little padding), and the same CTAs on
+  clusters of 2 (``"b"``: 256 rows; ``"a"``: twice the columns) and 4 (``"b"``: 512 rows);
+- swapped tiles (``D^T = B^T A^T``, a CTA's rows any multiple of 8) fitted to ``m`` in one to four tile rows,
+  64 to 256 columns;
+- the wave layouts (:func:`wave_layouts`): swapped CTAs of 64 or 128 columns on cuBLAS's cluster grids, their rows
+  fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds.
+
+Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
+``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``; Stream-K on ``R`` and on
+every in-step grid (:func:`~ctgraph.select.counts.step_grids`); split-K with a reduction kernel where
+``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
+groups of :data:`RASTER` tile rows (the largest divisor of the tile rows not above it: a prime count of tile rows
+gets no group, see ``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+
+from ..passes.common import raster_group
+from .config import Config, Layout, cluster_grid
+from .counts import k_iterations, padding, split_sk_dp, step_grids, tile_counts
+from .target import Target
+
+__all__ = [
+    "PAD_LIMIT",
+    "PAD_SLACK",
+    "RASTER",
+    "candidates",
+    "empty_cta",
+    "schedules",
+    "tiles_for",
+    "wave_layouts",
+]
+
+BK = 64
+PAD_LIMIT = 0.25  # padding a tile may always have (a quarter more multiply-adds)
+PAD_SLACK = 0.10  # beyond PAD_LIMIT: this much more than the least padding of any candidate tile
+RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GROUP_SIZE_M)
+BN_MENU = (64, 128, 192, 256)
+WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
+WAVE_QUARTERS = (2, 3, 4, 8)
+SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
+
+Supports = Callable[[tuple[int, int, int], str, Layout, str], bool]  # tile, dtype, layout, path
+
+
+def _fitted(extent: int, step: int, most: int, counts: Iterable[int] = range(1, 5)) -> set[int]:
+    """``step * ceil(extent / (step t))`` for each ``t`` of ``counts``: the least multiple of ``step`` that covers
+    ``extent`` in ``t`` pieces, at most ``most``."""
+    return {x for t in counts if (x := step * -(-extent // (step * t))) <= most}
+
+
+def empty_cta(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> bool:
+    """Whether a CTA of the cluster grid computes nothing in the last row or column of tiles: with ``cm x cn``
+    CTAs of ``BM/cm x BN/cn``, the last tile row holds ``m - (tm - 1) BM`` rows, so its CTAs of index
+    ``i >= ceil(rows / (BM/cm))`` are empty (likewise for columns)."""
+    cm, cn = layout.grid
+    tm, tn = tile_counts(m, n, tile)
+    rows, cols = m - (tm - 1) * tile[0], n - (tn - 1) * tile[1]
+    return -(-rows // (tile[0] // cm)) < cm or -(-cols // (tile[1] // cn)) < cn
+
+
+def wave_layouts(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
+    """Swapped tiles of CTAs of ``c`` columns (64 or 128) on each cluster grid of :data:`WAVE_GRIDS` (``grid_m x
+    grid_n`` CTAs), their rows fitted so the tiles make ``q / 4`` waves of the ``R`` clusters the device holds::
+
+        t_n = ceil(n / (c grid_n));  t_m = max(1, floor(q R / (4 t_n)));  BM = grid_m 8 ceil(m / (8 grid_m t_m))
+
+    with at least 32 rows a CTA (cuBLAS's layouts on mid-size shapes)."""
+    out: dict[tuple[tuple[int, int, int], Layout], None] = {}
+    for cluster, multicast in WAVE_GRIDS:
+        grid_m, grid_n = cluster_grid(cluster, multicast)
+        resident = target.resident(cluster)
+        for bn in (columns * grid_n for columns in (64, 128)):
+            t_n = -(-n // bn)
+            for q in WAVE_QUARTERS:
+                t_m = max(1, q * resident // (4 * t_n))
+                bm = max(grid_m * 8 * -(-m // (8 * grid_m * t_m)), grid_m * 32)
+                if bm // grid_m <= 256:
+                    out[(bm, bn, BK), Layout(cluster, multicast, True)] = None
+    return list(out)
+
+
+def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
+    """The wgmma path's tiles and layouts before the filters (module docstring)."""
+    bns = sorted(set(BN_MENU) | _fitted(n, 16, 256))
+    out: list[tuple[tuple[int, int, int], Layout]] = []
+    for bn in bns:
+        for cta_m in (64, 128, 256):
+            if cta_m == 256 and bn > 160:
+                continue
+            out.append(((cta_m, bn, BK), Layout(1, "b", False)))
+        out += [((256, bn, BK), Layout(2, "b", False)), ((512, bn, BK), Layout(4, "b", False))]
+        if bn <= 256 and bn * 2 <= 512:
+            out.append(((128, 2 * bn, BK), Layout(2, "a", False)))
+    for rows in sorted(_fitted(m, 8, 256) - set(range(64, 257, 64))):
+        for cols in (64, 128, 192, 256):
+            if rows <= 128 or cols <= 128:
+                out.append(((rows, cols, BK), Layout(1, "b", True)))
+    out += wave_layouts(m, n, target)
+    return out
+
+
+def _mma_tiles(dtype: str) -> list[tuple[tuple[int, int, int], Layout]]:
+    """The mma.sync / FMA paths' tiles: a small menu, on one CTA."""
+    bk = 32
+    return [((bm, bn, bk), Layout()) for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64), (32, 32))]
+
+
+def tiles_for(
+    m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports
+) -> list[tuple[tuple[int, int, int], Layout]]:
+    """The tiles and layouts worth ranking on ``path``: generated, then filtered by the module's three rules."""
+    raw = _wgmma_tiles(m, n, target) if path == "wgmma" else _mma_tiles(dtype)
+    ok = [(t, lay) for t, lay in dict.fromkeys(raw) if not empty_cta(m, n, t, lay) and supports(t, dtype, lay, path)]
+    if not ok:  # no CTA grid fits without an empty CTA: the smallest one-CTA tile that the path runs
+        ok = [
+            min(
+                ((t, lay) for t, lay in dict.fromkeys(raw) if lay.cluster == 1 and supports(t, dtype, lay, path)),
+                key=lambda c: c[0][0] * c[0][1],
+            )
+        ]
+    least = min(padding(m, n, t) for t, _ in ok)
+    bound = max(PAD_LIMIT, least + PAD_SLACK)
+    return sorted((t, lay) for t, lay in ok if padding(m, n, t) <= bound)
+
+
+def schedules(
+    m: int, n: int, k: int, dtype: str, tile: tuple[int, int, int], layout: Layout, target: Target
+) -> list[Config]:
+    """Every schedule of one tile and layout (module docstring), each on its grid and tile orders."""
+    tm, tn = tile_counts(m, n, tile)
+    tiles, kt = tm * tn, k_iterations(k, tile)
+    resident = target.resident(layout.cluster)
+    itemsize = 2 if dtype == "float16" else 4
+    big = (m + n) * k * itemsize > target.l2_bytes
+    group = raster_group(tm, RASTER) if big else 1
+    orders = (group, 1) if group > 1 else (1,)  # grouped first: a tie keeps the order that reuses the L2
+    out: list[Config] = []
+
+    def add(transform: str, g: int, batches: int | None = None, split: int | None = None) -> None:
+        for r in orders if split is None else (1,):
+            out.append(Config(tile, layout, transform, g, r, batches, split))
+
+    add("dataparallel", min(tiles, resident))
+    if tiles > resident:
+        add("streamk2tile", resident)
+        for b in (1, 3):
+            if split_sk_dp(tiles, kt, resident, b)[1] > 0:
+                add("streamk_hybrid", resident, batches=b)
+    if kt > 1:
+        for g in dict.fromkeys([*step_grids(tiles, kt, resident), resident] if tiles < resident else []):
+            add("streamk", g)
+        if tiles * SPLITK_MAX_TILES_FRACTION <= resident:
+            split = min(kt, resident // tiles)
+            if split > 1:
+                add("splitk_reduce", tiles * split, split=split)
+    return out
+
+
+def candidates(m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports) -> list[Config]:
+    """Every config worth ranking for an ``m x n x k`` GEMM on ``target``'s ``path``, in a fixed order."""
+    return _candidates(m, n, k, dtype, target, path, supports)
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidates(m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports) -> list[Config]:
+    return [
+        c
+        for t, lay in tiles_for(m, n, k, dtype, target, path, supports)
+        for c in schedules(m, n, k, dtype, t, lay, target)
+    ]

@@ -1,0 +1,148 @@
+"""Fit the ranker's correction on measured samples, choose its regularisation on validation, check it is current.
+
+Samples are tune tables (:mod:`ctgraph.tune`): per shape, the seconds of several configs. Each timed config is a row
+``(phi, y)`` with ``phi`` its :func:`~ctgraph.select.model.features` and ``y = log(measured / analytic)``. Ridge
+regression (least squares with ``lambda |w|^2``, the bias unpenalised)::
+
+    w = (X^T X + lambda P)^-1 X^T y          (P: identity but for the bias)
+
+is fitted on the train table for each ``lambda`` of :data:`LAMBDAS`, and the one whose ranking loses least on the
+validation table is kept. The loss of a ranking on a shape is its **regret**: the measured seconds of the config it
+ranks first among those timed, over the least seconds timed. The fit is stored with :func:`kernel_hash` of the
+kernels it timed, so a change to the kernels' sources says that the fit is stale (:func:`is_current`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cache import Table
+from .config import Config, Layout
+from .model import FEATURES, Correction, analytic, features
+from .target import Target
+
+__all__ = ["LAMBDAS", "REFERENCE_CONFIGS", "Fit", "fit", "is_current", "kernel_hash", "regret", "samples"]
+
+LAMBDAS = (0.0, 0.1, 1.0, 10.0, 100.0)
+# the kernels whose sources key a fit: one per transform and layout family (the generator changes them all alike)
+REFERENCE_CONFIGS = (
+    Config((128, 256, 64), Layout(1, "b", False), "dataparallel", 132),
+    Config((256, 256, 64), Layout(2, "b", False), "streamk2tile", 66, 8),
+    Config((128, 128, 64), Layout(1, "b", False), "streamk", 132),
+    Config((128, 128, 64), Layout(1, "b", False), "streamk_hybrid", 132, 1, 3),
+    Config((64, 128, 64), Layout(1, "b", False), "splitk_reduce", 128, 1, None, 4),
+    Config((176, 256, 64), Layout(4, "a", True), "dataparallel", 30),
+    Config((336, 256, 64), Layout(8, "ab", True), "dataparallel", 15),
+)
+REFERENCE_SHAPE = (512, 512, 8192)
+
+
+def kernel_hash(configs: tuple[Config, ...] = REFERENCE_CONFIGS) -> str:
+    """BLAKE2b of the CUDA sources the configs generate (no GPU needed): the kernels a fit was timed on."""
+    import ctgraph
+
+    h = hashlib.blake2b(digest_size=12)
+    for c in configs:
+        g = ctgraph.gemm(*REFERENCE_SHAPE, macro_tile=c.tile)
+        kern = ctgraph.compile(
+            g, target="cuda", build=False, mainloop="wgmma", **c.compile_args(), **c.layout.options()
+        )
+        h.update(kern.source.encode())
+    return h.hexdigest()
+
+
+def is_current(correction: Correction) -> bool:
+    """Whether ``correction`` was fitted on the kernels this code generates (an unfitted one always is)."""
+    return not any(correction.weights) or correction.kernels == kernel_hash()
+
+
+def _shape(key: str) -> tuple[int, int, int, str]:
+    m, n, k, dtype = key.split(",")
+    return int(m), int(n), int(k), dtype
+
+
+def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float], float, float]]:
+    """``(shape key, config, phi, analytic seconds, measured seconds)`` of every finite timing in ``table`` whose
+    label is a config (entries converted from the old table are labelled by policy and skipped)."""
+    out = []
+    for key_, entry in sorted(table.entries.items()):
+        m, n, k, dtype = _shape(key_)
+        for name, secs in entry.seconds:
+            try:
+                c = Config.parse(name)
+            except ValueError:
+                continue
+            if not math.isfinite(secs) or secs <= 0:
+                continue
+            base = analytic(c, m, n, k, dtype, target)
+            out.append((key_, c, features(c, m, n, k, dtype, target, base), base, secs))
+    return out
+
+
+def _solve(rows: list, lam: float) -> np.ndarray:
+    X = np.array([r[2] for r in rows])
+    y = np.array([math.log(r[4] / r[3]) for r in rows])
+    P = np.eye(X.shape[1])
+    P[0, 0] = 0.0
+    return np.linalg.solve(X.T @ X + lam * P + 1e-9 * np.eye(X.shape[1]), X.T @ y)
+
+
+def regret(rows: list, weights: np.ndarray) -> list[float]:
+    """Per shape: measured seconds of the config ranked first (analytic x correction) over the least measured."""
+    by_shape: dict[str, list] = {}
+    for r in rows:
+        by_shape.setdefault(r[0], []).append(r)
+    out = []
+    for group in by_shape.values():
+        predicted = [r[3] * math.exp(float(np.dot(weights, r[2]))) for r in group]
+        first = group[int(np.argmin(predicted))]
+        out.append(first[4] / min(r[4] for r in group))
+    return out
+
+
+@dataclass(frozen=True)
+class Fit:
+    correction: Correction
+    lam: float
+    train_regret: float
+    validation_regret: float
+    validation_regret_analytic: float
+    rows: int
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
+
+
+def fit(train: Table, validation: Table, target: Target, kernels: str | None = None) -> Fit:
+    """The correction of ``target``'s family: ridge on ``train``, its lambda chosen on ``validation`` (module)."""
+    rows_t, rows_v = samples(train, target), samples(validation, target)
+    if not rows_t or not rows_v:
+        raise ValueError("fit needs timed configs in both the train and the validation table")
+    zero = np.zeros(len(FEATURES))
+    best = None
+    for lam in LAMBDAS:
+        w = _solve(rows_t, lam)
+        loss = _geomean(regret(rows_v, w))
+        if best is None or loss < best[0] - 1e-9:
+            best = (loss, lam, w)
+    assert best is not None
+    loss, lam, w = best
+    meta = (
+        ("lambda", str(lam)),
+        ("train_rows", str(len(rows_t))),
+        ("validation_rows", str(len(rows_v))),
+        ("device", target.name),
+    )
+    correction = Correction(
+        target.family,
+        tuple(round(float(x), 6) for x in w),
+        kernel_hash() if kernels is None else kernels,
+        FEATURES,
+        meta,
+    )
+    return Fit(correction, lam, _geomean(regret(rows_t, w)), loss, _geomean(regret(rows_v, zero)), len(rows_t))

@@ -1,0 +1,226 @@
+"""The ranker: an analytic time model in device terms, times a correction fitted on measurements.
+
+**Analytic part** (:func:`analytic`). A workgroup of ``q`` CTAs in a ``cm x cn`` grid computes a ``BM x BN`` tile,
+each CTA ``BM/cm x BN/cn``; one K iteration of ``BK`` costs a CTA, with ``a`` CTAs loading at once::
+
+    math  = 2 (BM/cm)(BN/cn) BK / (F / SMs)                         F: the device's tensor FLOP/s
+    L2    = a [ (BM/cm) BK / cn + (BN/cn) BK / cm ] s u / L2_rate    s: element bytes; u: 1.9 for rows off the
+                                                                      128-byte lines (k s or n s not a multiple)
+    HBM   = [ r BM + c BN ] BK s / (0.7 HBM_rate)                       r x c: the tile rows x columns a wave touches
+                                                                      (row-major: c = min(a, tn); raster G: r = G);
+                                                                      0 where A and B fit in half the L2; a (BM + BN)
+                                                                      BK s / HBM_rate where the workgroups read K out
+                                                                      of step and the wave's r BM + c BN rows of K
+                                                                      outgrow half the L2
+    t_it  = max(math / e, L2, HBM)                                   e: the tensor pipes' efficiency, 0.8
+
+A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` workgroups a fixup of
+``FIXUP_LEVEL + (BM/cm)(BN/cn) 4 / FIXUP_RATE`` per level of a radix-4 tree, and a Stream-K section out of step
+(:func:`~ctgraph.select.counts.in_step`) streams its rows from HBM (each workgroup its own). Then per schedule, with
+``W`` waves of ``g`` workgroups and ``a`` tiles in the last (:mod:`ctgraph.select.counts`)::
+
+    dataparallel:   sum over waves of (t0 + kt t_it(a_w))
+    streamk:        ceil(T kt / g) t_it(g) + ceil(T / g + 1) t0 + fixup levels
+    two-tile/hybrid: the data-parallel waves of N_DP, then ceil(N_SK / g) t_it(g) + 2 t0 + fixup
+    split-K:        t0 + ceil(kt / s) t_it(T s) + the reduction (T BM BN (4 s + s) bytes / HBM_rate + launch)
+
+plus a launch. **Correction** (:class:`Correction`): ``log(measured / analytic) = w . phi(config)``, ``phi`` the
+features of :func:`features`, ``w`` fitted by ridge regression on a seeded random sample of shapes
+(:mod:`ctgraph.select.fit`), stored as JSON per device family together with a hash of the kernel sources it timed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+
+from .config import Config
+from .counts import in_step, k_iterations, padding, split_sk_dp, tile_counts, waves
+from .target import Target
+
+__all__ = ["FEATURES", "Correction", "analytic", "features", "load_correction", "predict"]
+
+EFFICIENCY = 0.8  # the tensor pipes' share a wgmma mainloop keeps busy at best
+HBM_EFFICIENCY = 0.7  # the share of the datasheet's HBM bandwidth a GEMM's tile loads reach
+UNALIGNED = 1.9  # L2 reads of rows that straddle 128-byte lines (H100: single-CTA tiles up to 1.9x per iteration)
+LINE = 128
+T0 = 1.5e-6  # seconds per tile: pipeline fill and epilogue
+LAUNCH = 2.5e-6  # seconds per kernel launch (graph replay)
+FIXUP_LEVEL = 2.0e-6
+FIXUP_RATE = 20e9  # bytes/s one CTA moves a partial tile through a fixup level
+FIXUP_RADIX = 4
+
+FEATURES = (
+    "bias",
+    "swap",
+    "cluster2",
+    "cluster4+",
+    "share_a",
+    "unaligned",
+    "streamk",
+    "streamk2tile",
+    "hybrid",
+    "splitk",
+    "log_kt",
+    "inv_kt",
+    "last_fill",
+    "padding",
+    "log_cta_area",
+    "raster",
+    "log_analytic",
+    "log_waves",
+)
+
+
+def _itemsize(dtype: str) -> int:
+    return 2 if dtype == "float16" else 4
+
+
+def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, active: int, shared: bool) -> float:
+    """Seconds of one K iteration of a workgroup with ``active`` workgroups loading (``shared``: they read K in
+    step, so a wave's slice comes from HBM once)."""
+    bm, bn, bk = c.tile
+    cm, cn = c.layout.grid
+    s = _itemsize(dtype)
+    cta_m, cta_n = bm / cm, bn / cn
+    ctas = active * c.layout.cluster
+    math_t = 2 * cta_m * cta_n * bk / (target.tensor_flops / target.sms) / EFFICIENCY
+    u_a = UNALIGNED if (k * s) % LINE else 1.0
+    u_b = UNALIGNED if (n * s) % LINE else 1.0
+    l2 = ctas * (cta_m * bk * s * u_a / cn + cta_n * bk * s * u_b / cm) / target.l2_rate
+    hbm = 0.0
+    if (m + n) * k * s > target.l2_bytes / 2:  # else A and B stay in the L2: HBM reads them once, in the launch
+        tm, tn = tile_counts(m, n, c.tile)
+        rows = min(tm, c.raster) if c.raster > 1 else min(tm, -(-active // tn))
+        cols = min(tn, -(-active // rows))
+        if shared or (rows * bm + cols * bn) * k * s <= target.l2_bytes / 2:
+            hbm = (
+                (rows * bm + cols * bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
+            )  # rows and columns stay in the L2
+        else:  # out of step and too many rows for the L2: each workgroup streams its own
+            hbm = active * (bm + bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
+    return max(math_t, l2, hbm)
+
+
+def _fixup(c: Config, peers: int) -> float:
+    """A shared tile's fixup: ``ceil(log4(peers))`` levels of one CTA's fp32 partial, at least one."""
+    if peers <= 1:
+        return 0.0
+    cm, cn = c.layout.grid
+    level = FIXUP_LEVEL + (c.tile[0] / cm) * (c.tile[1] / cn) * 4 / FIXUP_RATE
+    return level * max(1, math.ceil(math.log(peers, FIXUP_RADIX)))
+
+
+def analytic(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> float:
+    """Predicted seconds of ``c`` on ``target`` (module docstring)."""
+    tm, tn = tile_counts(m, n, c.tile)
+    tiles, kt, g = tm * tn, k_iterations(k, c.tile), c.workgroups
+    if c.transform == "dataparallel":
+        w, last = waves(tiles, g)
+        full = _iteration(c, m, n, k, dtype, target, g, True)
+        tail = _iteration(c, m, n, k, dtype, target, last, True)
+        return LAUNCH + (w - 1) * (T0 + kt * full) + T0 + kt * tail
+    if c.transform == "splitk_reduce":
+        s = c.split or 1
+        per = -(-kt // s)
+        it = _iteration(c, m, n, k, dtype, target, min(tiles * s, g), True)
+        reduce = tiles * c.tile[0] * c.tile[1] * 5 * s / target.hbm_bandwidth
+        return 2 * LAUNCH + T0 + per * it + reduce
+    batches = 2 if c.transform == "streamk2tile" else (c.sk_batches or 1)
+    n_sk, n_dp = (tiles * kt, 0) if c.transform == "streamk" else (int(x) for x in split_sk_dp(tiles, kt, g, batches))
+    steady = bool(in_step(c.transform, tiles, kt, g, batches))
+    t = LAUNCH
+    if n_dp:
+        t += n_dp // (g * kt) * (T0 + kt * _iteration(c, m, n, k, dtype, target, g, True))
+    if n_sk:
+        per = -(-n_sk // g)
+        sk_tiles = n_sk // kt
+        peers = -(-kt // per) + (1 if kt % per else 0) if per < kt else 1
+        t += per * _iteration(c, m, n, k, dtype, target, g, steady) + math.ceil(sk_tiles / g + 1) * T0
+        t += _fixup(c, peers)
+    return t
+
+
+def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base: float) -> list[float]:
+    """The correction's regressors (:data:`FEATURES`) of ``c``, ``base`` its analytic seconds."""
+    tm, tn = tile_counts(m, n, c.tile)
+    tiles, kt = tm * tn, k_iterations(k, c.tile)
+    cm, cn = c.layout.grid
+    s = _itemsize(dtype)
+    w, last = waves(tiles, c.workgroups)
+    return [
+        1.0,
+        float(c.layout.swap),
+        float(c.layout.cluster == 2),
+        float(c.layout.cluster >= 4),
+        float(cn > 1),
+        float((k * s) % LINE != 0 or (n * s) % LINE != 0),
+        float(c.transform == "streamk"),
+        float(c.transform == "streamk2tile"),
+        float(c.transform == "streamk_hybrid"),
+        float(c.transform == "splitk_reduce"),
+        math.log(kt),
+        1.0 / kt,
+        last / c.workgroups if c.transform == "dataparallel" else 1.0,
+        padding(m, n, c.tile),
+        math.log2(c.tile[0] / cm * c.tile[1] / cn / 16384),
+        float(c.raster > 1),
+        math.log(base / 1e-5),
+        math.log(w),
+    ]
+
+
+@dataclass(frozen=True)
+class Correction:
+    """``log(measured / analytic) = weights . features``: fitted for one device family on kernels whose sources
+    hash to ``kernels`` (:func:`ctgraph.select.fit.kernel_hash`); all zero weights is the analytic model alone."""
+
+    family: str
+    weights: tuple[float, ...] = field(default=(0.0,) * len(FEATURES))
+    kernels: str = ""
+    names: tuple[str, ...] = FEATURES
+    meta: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if tuple(self.names) != FEATURES or len(self.weights) != len(FEATURES):
+            raise ValueError(f"a correction's features must be {FEATURES}, got {self.names}")
+
+    def factor(self, phi: list[float]) -> float:
+        return math.exp(sum(w * x for w, x in zip(self.weights, phi, strict=True)))
+
+    def to_json(self) -> str:
+        body = {
+            "family": self.family,
+            "kernels": self.kernels,
+            "features": dict(zip(self.names, self.weights, strict=True)),
+        }
+        return json.dumps(body | {"meta": dict(self.meta)}, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Correction:
+        d = json.loads(text)
+        weights = tuple(float(d["features"].get(name, 0.0)) for name in FEATURES)
+        return cls(d["family"], weights, d.get("kernels", ""), FEATURES, tuple(sorted(d.get("meta", {}).items())))
+
+    @property
+    def digest(self) -> str:
+        return hashlib.blake2b(self.to_json().encode(), digest_size=8).hexdigest()
+
+
+def load_correction(family: str, path: str | None = None) -> Correction:
+    """The shipped correction of ``family`` (``ctgraph/data/ranker-<family>.json``), or the analytic model alone
+    (zero weights) where none ships. ``path``: read that file instead."""
+    if path is not None:
+        with open(path) as f:
+            return Correction.from_json(f.read())
+    shipped = resources.files("ctgraph") / "data" / f"ranker-{family}.json"
+    return Correction.from_json(shipped.read_text()) if shipped.is_file() else Correction(family)
+
+
+def predict(c: Config, m: int, n: int, k: int, dtype: str, target: Target, correction: Correction) -> float:
+    """Ranked seconds of ``c``: analytic times the fitted correction."""
+    base = analytic(c, m, n, k, dtype, target)
+    return base * correction.factor(features(c, m, n, k, dtype, target, base))

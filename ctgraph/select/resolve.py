@@ -1,0 +1,111 @@
+"""The front end's ``"auto"``: from a GEMM graph, a backend name and options to a config, through the registry.
+
+:func:`target_of` asks the backend for its :class:`~ctgraph.select.target.Target` where a GPU answers, else takes
+the known device of ``CTGRAPH_TARGET_DEVICE`` (default the H100 SXM), so ``build=False`` decides without a GPU.
+:func:`choose` resolves ``transform="auto"``: the tile too where the graph was built with ``macro_tile="auto"``
+(the graph is then rebuilt with the tile chosen for this target), else the schedule of the graph's tile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import knobs
+from ..backends import backend, cuda_available
+from ..graph import CoordinateGraph
+from . import Selection, rank, select, select_schedule
+from .autotune import autotune as run_autotune
+from .config import Config, Layout
+from .target import Target, known_target
+
+__all__ = ["LAYOUT_OPTIONS", "choose", "default_target", "path_of", "target_of"]
+
+LAYOUT_OPTIONS = ("cluster", "multicast", "swap")
+
+
+def target_of(name: str, options: dict[str, Any]) -> Target:
+    """The :class:`Target` of backend ``name``: the GPU's where one answers and ``build`` is not False."""
+    if name == "cuda" and (options.get("build", True) is False or not cuda_available()):
+        return known_target(knobs.target_device())
+    return backend(name).target()
+
+
+def default_target() -> Target:
+    """What ``macro_tile="auto"`` selects for before a backend is named: the GPU where one answers (or the known
+    device of ``CTGRAPH_TARGET_DEVICE``), else the H100 SXM."""
+    if knobs.target_device() is None and cuda_available():
+        return backend("cuda").target()
+    return known_target(knobs.target_device())
+
+
+def path_of(target: Target, dtype: str, k: int, n: int, options: dict[str, Any]) -> str:
+    """The instruction path that will run: the target's fastest for these rows, unless ``mainloop="mma"``."""
+    paths = target.paths(dtype, k, n)
+    if options.get("mainloop") == "mma" and paths[0] == "wgmma":
+        return paths[1]
+    return paths[0]
+
+
+def _backend_name(target: Target) -> str:
+    return "cpu" if target.family == "cpu" else "cuda"
+
+
+def auto_tile(m: int, n: int, k: int, dtype: str) -> tuple[Selection, tuple[int, int, int]]:
+    """``macro_tile="auto"`` in :func:`ctgraph.gemm`: the selection on :func:`default_target`, and its tile."""
+    target = default_target()
+    path = target.paths(dtype, k, n)[0]
+    chosen = select(m, n, k, dtype, target, path, backend(_backend_name(target)).supports)
+    return chosen, chosen.config.tile
+
+
+def _given_layout(options: dict[str, Any]) -> bool:
+    return any(options.get(name) not in (None, 0) for name in LAYOUT_OPTIONS)
+
+
+def choose(
+    graph: CoordinateGraph, name: str, target: Target, options: dict[str, Any], autotune: bool
+) -> tuple[CoordinateGraph, Selection]:
+    """``transform="auto"``: the graph to compile (rebuilt where its auto tile changes) and the selection."""
+    from ..gemm import gemm
+
+    p = graph.attrs["gemm"]
+    path = path_of(target, p.dtype, p.k, p.n, options)
+    supports = backend(name).supports
+    if graph.attrs.get("auto_tile") and not _given_layout(options):
+        chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
+        if autotune and "measured" not in chosen.reason:
+            ranked = [c for c, _ in rank(p.m, p.n, p.k, p.dtype, target, path, supports)]
+            entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, lambda c: _build(c, p, name, options))
+            chosen = Selection(
+                entry.config, f"autotuned on first call ({len(entry.seconds)} candidates timed)", chosen.ranked
+            )
+        if chosen.config.tile != p.macro_tile:
+            graph = gemm(p.m, p.n, p.k, macro_tile=chosen.config.tile, dtype=p.dtype)
+        return graph, chosen
+    if not _given_layout(options):  # the selection's config where it runs this tile (its layout included)
+        chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
+        if chosen.config.tile == p.macro_tile:
+            return graph, chosen
+    layout = backend(name).layout_of(p.macro_tile, p.dtype, options) if path == "wgmma" else Layout()
+    if layout is None:
+        raise ValueError(f"macro_tile {p.macro_tile} does not fit the {path} path with options {options}")
+    return graph, select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout, target)
+
+
+def _build(c: Config, p: Any, name: str, options: dict[str, Any]) -> Any:
+    """A kernel of config ``c`` for autotune to time."""
+    from ..api import compile as compile_kernel
+    from ..gemm import gemm
+
+    g = gemm(p.m, p.n, p.k, macro_tile=c.tile, dtype=p.dtype)
+    return compile_kernel(g, target=name, **c.compile_args(), **(options | c.layout.options()))
+
+
+def resident(target: Target, name: str, graph: CoordinateGraph, options: dict[str, Any]) -> int:
+    """The workgroups of this kernel the target holds at once (one CTA per SM on the wgmma path, whose shared memory
+    fills an SM; the backend's occupancy check refuses more at build time)."""
+    p = graph.attrs["gemm"]
+    if path_of(target, p.dtype, p.k, p.n, options) != "wgmma":
+        return target.resident(1)
+    layout = backend(name).layout_of(p.macro_tile, p.dtype, options)
+    return target.resident(layout.cluster if layout is not None else 1)

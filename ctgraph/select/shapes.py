@@ -1,0 +1,123 @@
+"""The held-out protocol: seeded shape sets to fit on, choose on and quote, never the same.
+
+A figure tuned and measured on the same shapes says little (the tuning table's 1.03x cuBLAS fell to 0.86x on fresh
+shapes from the same distribution). So the ranker is fitted on **train**, its settings are chosen on **validation**,
+and only the frozen **test** set (and the **llm** set) are quoted; none of them holds a shape of the others or of the
+benchmark files (anchors, corpus). Every set is drawn from one seeded generator (:func:`draw`) over five strata:
+
+- ``loguniform``: m, n, k log-uniform in [128, 8192], multiples of 8 (the corpus's distribution);
+- ``llm``: m log-uniform in [16, 8192], (n, k) of a transformer layer (:data:`LAYERS`);
+- ``skinny``: m or n log-uniform in [16, 256], the others in [256, 16384];
+- ``longk``: m, n in [64, 2048], k in [8192, 65536];
+- ``unaligned``: as ``loguniform``, with k and n multiples of 8 but not of 64 (rows off the 128-byte lines).
+
+n and k are multiples of 8 in every set (the wgmma path's rows; odd n comes later). The test set is written once to
+``ctgraph/data/shapes/test.csv`` and frozen: ``tests/unit/test_shapes.py`` checks that the generator still draws it.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["LAYERS", "SEEDS", "STRATA", "draw", "llm_shapes", "read", "write"]
+
+Shape = tuple[int, int, int]
+
+# (n, k) of y = x W for the linear layers of each model: fused QKV, attention output, fused gate/up (or up), down
+LAYERS: dict[str, tuple[tuple[int, int], ...]] = {
+    "llama3-8b": ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)),
+    "llama3-70b": ((10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672)),
+    "mistral-7b": ((6144, 4096), (4096, 4096), (14336, 4096), (4096, 14336)),
+    "gpt2": ((2304, 768), (768, 768), (3072, 768), (768, 3072)),
+    "gpt2-xl": ((4800, 1600), (1600, 1600), (6400, 1600), (1600, 6400)),
+}
+LLM_ROWS = (16, 128, 1024, 4096, 8192)
+STRATA = {"loguniform": 0.4, "llm": 0.2, "skinny": 0.15, "longk": 0.1, "unaligned": 0.15}
+SEEDS = {"train": 1, "validation": 2, "test": 3}
+SIZES = {"train": 400, "validation": 100, "test": 200}
+DATA = Path(__file__).resolve().parents[1] / "data" / "shapes"
+
+
+def _log_uniform(rng: np.random.Generator, lo: int, hi: int, step: int = 8) -> int:
+    x = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    return max(step, round(x / step) * step)
+
+
+def _one(rng: np.random.Generator, stratum: str) -> Shape:
+    lu = _log_uniform
+    if stratum == "loguniform":
+        return lu(rng, 128, 8192), lu(rng, 128, 8192), lu(rng, 128, 8192)
+    if stratum == "llm":
+        model = sorted(LAYERS)[rng.integers(len(LAYERS))]
+        n, k = LAYERS[model][rng.integers(4)]
+        return lu(rng, 16, 8192, 1), n, k
+    if stratum == "skinny":
+        small, big1, big2 = lu(rng, 16, 256), lu(rng, 256, 16384), lu(rng, 256, 16384)
+        return (small, big1, big2) if rng.integers(2) else (big1, small, big2)
+    if stratum == "longk":
+        return lu(rng, 64, 2048), lu(rng, 64, 2048), lu(rng, 8192, 65536)
+    if stratum == "unaligned":
+        m, n, k = lu(rng, 128, 8192), lu(rng, 128, 8192), lu(rng, 128, 8192)
+        return m, n + 8 if n % 64 == 0 else n, k + 8 if k % 64 == 0 else k
+    raise ValueError(f"unknown stratum {stratum!r}; valid: {', '.join(STRATA)}")
+
+
+def llm_shapes() -> list[Shape]:
+    """Every layer of :data:`LAYERS` at every m of :data:`LLM_ROWS` (the LLM benchmark set), in a fixed order."""
+    out = [(m, n, k) for model in LAYERS for n, k in LAYERS[model] for m in LLM_ROWS]
+    return list(dict.fromkeys(out))
+
+
+def draw(name: str, count: int | None = None, exclude: set[Shape] | frozenset[Shape] = frozenset()) -> list[Shape]:
+    """The seeded set ``name`` (train, validation, test): ``count`` distinct shapes (default :data:`SIZES`), the
+    strata in the proportions of :data:`STRATA`, none of ``exclude``."""
+    if name not in SEEDS:
+        raise ValueError(f"unknown shape set {name!r}; valid: {', '.join(SEEDS)}")
+    count = SIZES[name] if count is None else count
+    rng = np.random.default_rng(SEEDS[name])
+    names, weights = list(STRATA), np.array(list(STRATA.values()))
+    out: dict[Shape, None] = {}
+    while len(out) < count:
+        shape = _one(rng, names[rng.choice(len(names), p=weights / weights.sum())])
+        if shape not in exclude:
+            out[shape] = None
+    return list(out)
+
+
+def read(path: str | Path) -> list[Shape]:
+    """``m,n,k`` rows of a CSV (with a header)."""
+    with open(path) as f:
+        return [(int(r["m"]), int(r["n"]), int(r["k"])) for r in csv.DictReader(f)]
+
+
+def write(path: str | Path, shapes: list[Shape]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["m", "n", "k"])
+        w.writerows(shapes)
+    return path
+
+
+def benchmark_shapes() -> set[Shape]:
+    """The shapes of the quoted sets and the benchmark files: what train and validation never hold."""
+    bench = Path(__file__).resolve().parents[2] / "tests" / "bench"
+    held = set(llm_shapes())
+    for f in ("anchors.csv", "corpus.csv"):
+        if (bench / f).exists():
+            held |= set(read(bench / f))
+    return held
+
+
+def sets() -> dict[str, list[Shape]]:
+    """All four sets: test and llm first, then train and validation drawn around them and each other."""
+    test = draw("test", exclude=benchmark_shapes())
+    held = benchmark_shapes() | set(test)
+    validation = draw("validation", exclude=held)
+    train = draw("train", exclude=held | set(validation))
+    return {"train": train, "validation": validation, "test": test, "llm": llm_shapes()}
