@@ -1,10 +1,13 @@
 """Fit the ranker's correction on measured samples, choose its regularisation on validation, check it is current.
 
 Samples are tune tables (:mod:`ctgraph.tune`): per shape, the seconds of several configs. Each timed config is a row
-``(phi, y)`` with ``phi`` its :func:`~ctgraph.select.model.features` and ``y = log(measured / analytic)``. Ridge
-regression (least squares with ``lambda |w|^2``, the bias unpenalised)::
+``(phi, y)`` with ``phi`` its :func:`~ctgraph.select.model.features` and ``y = log(measured / analytic)``. What the
+ranker must get right is the order of one shape's configs, not how hard the shape is, so the fit is ridge regression
+on the deviations from each shape's mean (a fixed effect per shape)::
 
-    w = (X^T X + lambda P)^-1 X^T y          (P: identity but for the bias)
+    X~ = X - mean_shape(X),  y~ = y - mean_shape(y);   w = (X~^T X~ + lambda I)^-1 X~^T y~;   w_0 = mean(y - X w)
+
+(on the H200 sample this took the validation regret from 1.051 for a plain least-squares fit to 1.039).
 
 is fitted on the train table for each ``lambda`` of :data:`LAMBDAS`, and the one whose ranking loses least on the
 validation table is kept. The loss of a ranking on a shape is its **regret**: the measured seconds of the config it
@@ -84,11 +87,22 @@ def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float]
 
 
 def _solve(rows: list, lam: float) -> np.ndarray:
+    """Ridge on the within-shape deviations (each shape's mean row subtracted from its rows): only the ranking of a
+    shape's configs counts, not how hard the shape is; the bias is then the mean residual."""
     X = np.array([r[2] for r in rows])
     y = np.array([math.log(r[4] / r[3]) for r in rows])
-    P = np.eye(X.shape[1])
-    P[0, 0] = 0.0
-    return np.linalg.solve(X.T @ X + lam * P + 1e-9 * np.eye(X.shape[1]), X.T @ y)
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(r[0], []).append(i)
+    Xd, yd = X.copy(), y.copy()
+    for idx in groups.values():
+        Xd[idx] -= X[idx].mean(axis=0)
+        yd[idx] -= y[idx].mean()
+    Xd[:, 0] = 0.0
+    eye = np.eye(X.shape[1])
+    w = np.linalg.solve(Xd.T @ Xd + (lam + 1e-6) * eye, Xd.T @ yd)
+    w[0] = float(np.mean(y - X[:, 1:] @ w[1:]))
+    return w
 
 
 def regret(rows: list, weights: np.ndarray) -> list[float]:

@@ -72,6 +72,14 @@ FEATURES = (
     "raster",
     "log_analytic",
     "log_waves",
+    "swap_x_cta_area",
+    "streamk_x_waves",
+    "splitk_x_inv_kt",
+    "log_analytic_sq",
+    "last_fill_x_log_kt",
+    "cluster8",
+    "swap_x_log_analytic",
+    "padding_sq",
 )
 
 
@@ -151,7 +159,7 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
     cm, cn = c.layout.grid
     s = _itemsize(dtype)
     w, last = waves(tiles, c.workgroups)
-    return [
+    phi = [
         1.0,
         float(c.layout.swap),
         float(c.layout.cluster == 2),
@@ -170,6 +178,18 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
         float(c.raster > 1),
         math.log(base / 1e-5),
         math.log(w),
+    ]
+    swap, area, log_base, pad = phi[1], phi[14], phi[16], phi[13]
+    return [
+        *phi,
+        swap * area,  # interactions: what a linear model of the main effects misses most (validation regret)
+        phi[6] * phi[17],
+        phi[9] * phi[11],
+        log_base**2,
+        phi[12] * phi[10],
+        float(c.layout.cluster == 8),
+        swap * log_base,
+        pad**2,
     ]
 
 

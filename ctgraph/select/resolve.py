@@ -1,7 +1,8 @@
 """The front end's ``"auto"``: from a GEMM graph, a backend name and options to a config, through the registry.
 
-:func:`target_of` asks the backend for its :class:`~ctgraph.select.target.Target` where a GPU answers, else takes
-the known device of ``CTGRAPH_TARGET_DEVICE`` (default the H100 SXM), so ``build=False`` decides without a GPU.
+:func:`target_of` takes the known device ``CTGRAPH_TARGET_DEVICE`` names, else asks the backend for its
+:class:`~ctgraph.select.target.Target` where a GPU answers, else takes the H100 SXM: ``build=False`` decides
+without a GPU.
 :func:`choose` resolves ``transform="auto"``: the tile too where the graph was built with ``macro_tile="auto"``
 (the graph is then rebuilt with the tile chosen for this target), else the schedule of the graph's tile.
 """
@@ -24,18 +25,16 @@ LAYOUT_OPTIONS = ("cluster", "multicast", "swap")
 
 
 def target_of(name: str, options: dict[str, Any]) -> Target:
-    """The :class:`Target` of backend ``name``: the GPU's where one answers and ``build`` is not False."""
-    if name == "cuda" and (options.get("build", True) is False or not cuda_available()):
+    """The :class:`Target` of backend ``name``: for "cuda", the known device ``CTGRAPH_TARGET_DEVICE`` names, else
+    the GPU where one answers, else the H100 SXM (so ``build=False`` decides without a GPU)."""
+    if name == "cuda" and (knobs.target_device() is not None or not cuda_available()):
         return known_target(knobs.target_device())
     return backend(name).target()
 
 
 def default_target() -> Target:
-    """What ``macro_tile="auto"`` selects for before a backend is named: the GPU where one answers (or the known
-    device of ``CTGRAPH_TARGET_DEVICE``), else the H100 SXM."""
-    if knobs.target_device() is None and cuda_available():
-        return backend("cuda").target()
-    return known_target(knobs.target_device())
+    """What ``macro_tile="auto"`` selects for before a backend is named: the CUDA target (:func:`target_of`)."""
+    return target_of("cuda", {})
 
 
 def path_of(target: Target, dtype: str, k: int, n: int, options: dict[str, Any]) -> str:

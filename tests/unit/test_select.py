@@ -1,0 +1,310 @@
+"""Selection without a GPU: the typed target, candidates, the ranker, the fit, the caches and the backend contract."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ctgraph
+from ctgraph.backends import backend
+from ctgraph.select import CPU, H100_SXM, H200, KNOWN, Config, Layout, Target, candidates, rank, select
+from ctgraph.select import cache as entries
+from ctgraph.select.candidates import PAD_LIMIT, PAD_SLACK, empty_cta, tiles_for, wave_layouts
+from ctgraph.select.counts import output_tiles, padding
+from ctgraph.select.fit import fit, kernel_hash, regret, samples
+from ctgraph.select.model import FEATURES, Correction, analytic, features, predict
+
+CUDA = backend("cuda")
+dims = st.integers(1, 20000)
+aligned = st.integers(1, 2500).map(lambda x: 8 * x)
+targets = st.sampled_from([H100_SXM, H200, KNOWN["NVIDIA H100 PCIe"]])
+
+
+def test_target_is_frozen_and_checked():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        H100_SXM.sms = 1  # type: ignore[misc]
+    with pytest.raises(ValueError, match=r"Target\.sms must be a positive integer"):
+        H100_SXM.with_(sms=0)
+    assert (
+        H100_SXM.resident(4) == 30
+        and H100_SXM.resident(2) == 66
+        and H100_SXM.with_(resident_clusters=()).resident(4) == 33
+    )
+    assert H100_SXM.family == H200.family == "sm90" and H200.hbm_bandwidth > H100_SXM.hbm_bandwidth
+
+
+def test_paths_follow_the_operands_alignment():
+    assert H100_SXM.paths("float16", 4096, 4096) == ("wgmma", "vector", "scalar")
+    assert H100_SXM.paths("float16", 4100, 4096) == ("scalar",)  # rows not whole 16-byte vectors
+    assert H100_SXM.paths("float16", 4096, 4096, aligned_pointers=False) == ("scalar",)
+    assert H100_SXM.paths("float32", 4096, 4096) == ("scalar",)
+    assert H100_SXM.with_(compute_capability=(8, 0), arch="sm_80").paths("float16", 64, 64) == ("vector", "scalar")
+    assert CPU.paths("float16", 64, 64) == ("cpu",)
+
+
+def test_config_and_layout_names_round_trip():
+    c = Config((176, 256, 64), Layout(4, "a", True), "streamk_hybrid", 30, 8, 3)
+    assert Config.parse(c.name) == c and c.name == "176x256x64 4a/swap streamk_hybrid/b3 g30 r8"
+    s = Config((64, 64, 64), Layout(), "splitk_reduce", 128, 1, None, 4)
+    assert Config.parse(s.name) == s
+    with pytest.raises(ValueError, match="a config is"):
+        Config.parse("128x128 1b dataparallel")
+    with pytest.raises(ValueError, match="a layout is"):
+        Layout.parse("3x")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(m=dims, n=aligned, k=aligned, target=targets)
+def test_candidates_are_valid_for_their_path_with_no_empty_cta_and_bounded_padding(m, n, k, target):
+    path = target.paths("float16", k, n)[0]
+    pool = candidates(m, n, k, "float16", target, path, CUDA.supports)
+    assert pool
+    least = min(padding(m, n, c.tile) for c in pool)
+    for c in pool:
+        assert CUDA.supports(c.tile, "float16", c.layout, path), c.name
+        assert not empty_cta(m, n, c.tile, c.layout), c.name
+        assert padding(m, n, c.tile) <= max(PAD_LIMIT, least + PAD_SLACK) + 1e-12
+        tiles = output_tiles(m, n, c.tile)
+        assert 1 <= c.workgroups <= max(tiles, target.resident(c.layout.cluster)) or c.transform == "splitk_reduce"
+        if c.transform == "dataparallel":
+            assert c.workgroups <= tiles  # no workgroup without a tile
+        assert (
+            ctgraph.compile(  # the front end accepts what it proposes
+                ctgraph.gemm(m, n, k, macro_tile=c.tile),
+                target="cuda",
+                build=False,
+                **c.compile_args(),
+                **c.layout.options(),
+            ).workgroups
+            == c.workgroups
+            or c.transform == "splitk_reduce"
+        )
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(m=dims, n=dims, k=dims)
+def test_unaligned_rows_get_tiles_of_the_element_load_path(m, n, k):
+    """130x70x4100 once raised 'does not fit the fp16 mma path': candidates follow the path that will run."""
+    path = H100_SXM.paths("float16", k, n)[0]
+    pool = candidates(m, n, k, "float16", H100_SXM, path, CUDA.supports)
+    assert pool and all(CUDA.supports(c.tile, "float16", c.layout, path) for c in pool)
+    if path != "wgmma":
+        assert all(c.layout == Layout() for c in pool)
+
+
+def test_n_is_part_of_the_tile_choice():
+    """2600x192x3280 got a 176 x 512 tile (60 of 120 CTAs computing nothing, 63% padding): no longer a candidate."""
+    pool = candidates(2600, 192, 3280, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert all(c.tile[1] <= 256 for c in pool)
+    assert max(padding(2600, 192, c.tile) for c in pool) <= PAD_LIMIT + PAD_SLACK
+    assert any(c.tile[1] == 192 for c in pool) and any(c.tile[1] == 96 for c in pool)
+
+
+def test_wave_layouts_fill_the_waves_of_the_targets_clusters():
+    for tile, layout in wave_layouts(1408, 1664, H100_SXM):
+        grid_m, _ = layout.grid
+        assert layout.swap and tile[0] // grid_m <= 256 and tile[0] % (8 * grid_m) == 0
+
+
+def test_selection_is_deterministic_and_keyed_by_the_target():
+    a = select(1000, 3000, 2000, "float16", H100_SXM, "wgmma", CUDA.supports)
+    b = select(1000, 3000, 2000, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert a == b
+    small = H100_SXM.with_(name="Small GPU", sms=32, resident_clusters=((1, 32), (2, 16), (4, 8), (8, 4)))
+    c = select(1000, 3000, 2000, "float16", small, "wgmma", CUDA.supports)
+    assert c.config.workgroups <= small.resident(c.config.layout.cluster)
+
+
+def test_measured_entries_win_for_their_exact_device_only():
+    chosen = select(8192, 8192, 8192, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert chosen.reason.startswith("measured on this device")
+    other = select(8192, 8192, 8192, "float16", H200, "wgmma", CUDA.supports)
+    assert not other.reason.startswith("measured")
+
+
+def test_ranked_order_is_by_prediction():
+    ranked = rank(3000, 3000, 3000, "float16", H100_SXM, "wgmma", CUDA.supports)
+    times = [t for _, t in ranked]
+    assert times == sorted(times) and all(t > 0 and math.isfinite(t) for t in times)
+
+
+def test_analytic_model_prices_waves_and_l2_reuse():
+    one = Config((128, 256, 64), Layout(), "dataparallel", 132)
+    # 132 tiles: one wave; 133 tiles: a second wave of one tile costs a whole tile's K loop
+    t132 = analytic(one, 128 * 12, 256 * 11, 4096, "float16", H100_SXM)
+    t133 = analytic(one, 128 * 12 + 1, 256 * 11, 4096, "float16", H100_SXM)
+    assert t133 > 1.5 * t132
+    rows = Config((256, 256, 64), Layout(2, "b", False), "streamk2tile", 66, 1)
+    grouped = dataclasses.replace(rows, raster=8)
+    assert analytic(grouped, 4096, 28672, 4096, "float16", H100_SXM) < analytic(
+        rows, 4096, 28672, 4096, "float16", H100_SXM
+    )
+
+
+def test_correction_round_trips_and_multiplies():
+    c = Correction("sm90", tuple(0.1 * i for i in range(len(FEATURES))), "abc", FEATURES, (("lambda", "1.0"),))
+    assert Correction.from_json(c.to_json()) == c
+    cfg = Config((128, 128, 64), Layout(), "dataparallel", 132)
+    base = analytic(cfg, 2048, 2048, 2048, "float16", H100_SXM)
+    phi = features(cfg, 2048, 2048, 2048, "float16", H100_SXM, base)
+    assert predict(cfg, 2048, 2048, 2048, "float16", H100_SXM, c) == pytest.approx(
+        base * math.exp(np.dot(c.weights, phi))
+    )
+    with pytest.raises(ValueError, match="features must be"):
+        Correction("sm90", (0.0,), names=("bias",))
+
+
+def _table(device: str, rows: dict[tuple[int, int, int], dict[Config, float]]) -> entries.Table:
+    out = {}
+    for (m, n, k), secs in rows.items():
+        best = min(secs, key=secs.__getitem__)
+        out[entries.key(m, n, k, "float16")] = entries.Entry(best, tuple(sorted((c.name, t) for c, t in secs.items())))
+    return entries.Table(device, out)
+
+
+def test_fit_recovers_a_known_correction_and_reduces_regret():
+    """Timings made by a known correction of the analytic model: the fit finds it, chosen on validation."""
+    rng = np.random.default_rng(0)
+    true = np.zeros(len(FEATURES))
+    true[FEATURES.index("swap")], true[FEATURES.index("streamk")], true[FEATURES.index("padding")] = 0.4, 0.5, 1.0
+
+    def synth(count: int, seed: int) -> entries.Table:
+        r = np.random.default_rng(seed)
+        rows = {}
+        for _ in range(count):
+            m, n, k = (int(8 * round(np.exp(r.uniform(np.log(64), np.log(6000))) / 8)) for _ in range(3))
+            pool = candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
+            picks = [pool[i] for i in r.choice(len(pool), size=min(8, len(pool)), replace=False)]
+            rows[m, n, k] = {
+                c: analytic(c, m, n, k, "float16", H100_SXM)
+                * math.exp(
+                    float(
+                        np.dot(
+                            true, features(c, m, n, k, "float16", H100_SXM, analytic(c, m, n, k, "float16", H100_SXM))
+                        )
+                    )
+                )
+                for c in picks
+            }
+        return _table(H100_SXM.name, rows)
+
+    del rng
+    f = fit(synth(40, 1), synth(15, 2), H100_SXM, kernels="test")
+    assert f.validation_regret == pytest.approx(1.0, abs=1e-6)
+    assert f.validation_regret <= f.validation_regret_analytic
+    w = dict(zip(FEATURES, f.correction.weights, strict=True))
+    assert w["swap"] == pytest.approx(0.4, abs=0.05) and w["padding"] == pytest.approx(1.0, abs=0.1)
+    assert f.correction.kernels == "test"
+
+
+def test_regret_is_one_when_the_first_ranked_is_the_fastest():
+    rows = samples(
+        _table(
+            H100_SXM.name,
+            {
+                (1024, 1024, 1024): {
+                    Config((128, 128, 64), Layout(), "dataparallel", 64): 1.0,
+                    Config((128, 256, 64), Layout(), "dataparallel", 32): 2.0,
+                }
+            },
+        ),
+        H100_SXM,
+    )
+    r = regret(rows, np.zeros(len(FEATURES)))
+    assert len(r) == 1 and r[0] >= 1.0
+
+
+def test_kernel_hash_follows_the_generated_sources(monkeypatch):
+    before = kernel_hash()
+    assert before == kernel_hash()  # deterministic
+    from lowering.cuda import hopper
+
+    monkeypatch.setattr(hopper, "WATCHDOG_NS", hopper.WATCHDOG_NS + 1)
+    assert kernel_hash() != before
+
+
+def test_autotune_cache_stores_merges_and_reloads(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    c1 = Config((128, 128, 64), Layout(), "dataparallel", 64)
+    c2 = Config((64, 128, 64), Layout(), "streamk", 132)
+    entries.store("Test GPU", {entries.key(1, 2, 3, "float16"): entries.Entry(c1, ((c1.name, 1e-5),))})
+    entries.store("Test GPU", {entries.key(4, 5, 6, "float16"): entries.Entry(c2, ((c2.name, 2e-5),), cublas=3e-5)})
+    table = entries.load("Test GPU")
+    assert table.get(1, 2, 3, "float16").config == c1 and table.get(4, 5, 6, "float16").cublas == 3e-5
+    assert json.loads(entries.user_path("Test GPU").read_text())["device"] == "Test GPU"
+    assert entries.load("Other GPU").entries == {}
+
+
+def test_select_reads_a_users_autotune_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    mine = Config((64, 64, 64), Layout(), "streamk", 100)
+    entries.store(H100_SXM.name, {entries.key(777, 776, 1032, "float16"): entries.Entry(mine, ((mine.name, 1e-5),))})
+    kern = ctgraph.compile(ctgraph.gemm(777, 776, 1032, macro_tile="auto"), "auto", target="cuda", build=False)
+    assert kern.selection.config == mine and kern.problem.macro_tile == (64, 64, 64) and kern.workgroups == 100
+
+
+def test_auto_without_a_gpu_decides_for_the_known_device(monkeypatch):
+    monkeypatch.delenv("CTGRAPH_TARGET_DEVICE", raising=False)
+    kern = ctgraph.compile(ctgraph.gemm(130, 72, 4104, macro_tile="auto"), "auto", target="cuda", build=False)
+    assert kern.selection is not None and "candidates" in kern.selection.reason
+    kern.source  # noqa: B018 -- generates
+    with pytest.raises(ValueError, match="autotune times kernels on the GPU"):
+        ctgraph.compile(ctgraph.gemm(130, 72, 4104), "auto", target="cuda", build=False, autotune=True)
+    with pytest.raises(ValueError, match="autotune must be True, False or None"):
+        ctgraph.compile(ctgraph.gemm(130, 72, 4104), "auto", target="cpu", autotune="yes")
+
+
+def test_unaligned_auto_shapes_compile_on_the_element_load_path():
+    """130x70x4100 raised 'macro_tile (40, 64, 64) does not fit the fp16 mma path'; now its tile is the path's."""
+    kern = ctgraph.compile(ctgraph.gemm(130, 70, 4100, macro_tile="auto"), "auto", target="cuda", build=False)
+    assert CUDA.supports(kern.problem.macro_tile, "float16", Layout(), "scalar")
+    kern.source  # noqa: B018
+
+
+def test_cpu_auto_runs_and_matches_numpy():
+    g = ctgraph.gemm(70, 50, 90, macro_tile="auto", dtype="float32")
+    kern = ctgraph.compile(g, "auto", target="cpu")
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((70, 90), np.float32), rng.standard_normal((90, 50), np.float32)
+    np.testing.assert_allclose(kern(A, B), A.astype(np.float64) @ B, rtol=1e-4, atol=1e-3)
+
+
+class FakeBackend:
+    """A backend as the contract says: target(), layout_of(), supports() (and build, not needed to select)."""
+
+    calls: ClassVar[list[tuple]] = []
+
+    @staticmethod
+    def target() -> Target:
+        return H100_SXM.with_(name="Fake GPU", sms=16, resident_clusters=((1, 16), (2, 8)))
+
+    @staticmethod
+    def layout_of(tile, dtype, options):
+        return Layout()
+
+    @staticmethod
+    def supports(tile, dtype, layout, path) -> bool:
+        FakeBackend.calls.append((tile, layout, path))
+        return layout == Layout() and tile[0] in (64, 128) and tile[1] in (64, 128)
+
+
+def test_selection_needs_only_the_backend_contract():
+    t = FakeBackend.target()
+    chosen = select(1000, 1000, 1000, "float16", t, "wgmma", FakeBackend.supports)
+    assert chosen.config.tile[:2] in {(64, 64), (64, 128), (128, 64), (128, 128)}
+    assert chosen.config.workgroups <= 16 or chosen.config.transform == "splitk_reduce"
+    assert FakeBackend.calls and all(p == "wgmma" for _, _, p in FakeBackend.calls)
+    for name in ("target", "layout_of", "supports", "build"):
+        assert callable(getattr(backend("cuda"), name)) and callable(getattr(backend("cpu"), name))
+
+
+def test_tiles_for_never_empty():
+    for m, n, k in [(1, 8, 8), (16, 16, 16), (9000, 8, 64), (8, 50000, 8)]:
+        assert tiles_for(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
