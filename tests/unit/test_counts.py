@@ -21,7 +21,7 @@ def test_counts_match_the_graphs_schedule(shape, g):
     m, n, k = shape
     tiles, kt = output_tiles(m, n, TILE), k_iterations(k, TILE)
     graph = ctgraph.gemm(m, n, k, macro_tile=TILE, dtype="float32")
-    assert tile_counts(m, n, TILE) + (kt,) == graph.attrs["gemm"].tiles
+    assert (*tile_counts(m, n, TILE), kt) == graph.attrs["gemm"].tiles
     dp = ctgraph.compile(graph, "dataparallel", g, target="cpu", build=False)
     w, last = waves(tiles, g)
     counts = per_workgroup(dp)
