@@ -8,10 +8,13 @@ on first use with ``build=False``.
 from __future__ import annotations
 
 import numbers
+import warnings
 from functools import cached_property
 from typing import Any
 
 from .backends import backend, check_options, resolve_target
+from .checks import check_build, check_grid, check_index_range
+from .deps import require_cuda
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
 from .passes import TAKES_SPLIT, pass_options, split_chunks, split_for_budget
@@ -19,9 +22,13 @@ from .passes import transform as run_pipeline
 from .policy import Selection, select
 from .schedule import schedule as graph_schedule
 
-__all__ = ["CPU_WORKGROUPS", "Kernel", "compile"]
+__all__ = ["CPU_WORKGROUPS", "CIgnoredWarning", "Kernel", "compile"]
 
 CPU_WORKGROUPS = 8  # default grid on the CPU: small, and more than one so the fixup is exercised
+
+
+class CIgnoredWarning(UserWarning):
+    """A kernel was called with ``C`` but ``beta == 0``, so ``C`` does not enter ``D``."""
 
 
 class Kernel:
@@ -83,7 +90,18 @@ class Kernel:
         return self.program.ptx
 
     def __call__(self, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, beta: float = 0.0, **kw: Any) -> Any:
-        """``D = alpha*A@B + beta*C``; ``C`` may be omitted when ``beta == 0``."""
+        """``D = alpha*A@B + beta*C``, with ``beta`` 0.0 by default (torch.addmm's default is 1); ``C`` may be
+        omitted when ``beta == 0``. A ``C`` passed while ``beta == 0`` is ignored, with a :class:`CIgnoredWarning`.
+        A "cuda" kernel needs pycuda and a GPU here (:class:`ctgraph.deps.MissingDependency` otherwise)."""
+        if C is not None and not isinstance(beta, bool) and isinstance(beta, numbers.Real) and beta == 0:
+            warnings.warn(
+                "C is ignored because beta == 0: ctgraph computes D = alpha*A@B + beta*C with beta=0.0 by default "
+                "(torch.addmm's default is 1); pass beta=1.0 to add C, or leave C out",
+                CIgnoredWarning,
+                stacklevel=2,
+            )
+        if self.target == "cuda":
+            require_cuda("calling a target='cuda' kernel")
         return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
 
 
@@ -98,7 +116,7 @@ def choose_policy(graph: CoordinateGraph, target: str, options: dict[str, Any]) 
 def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[int, int]:
     """splitk runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget it fits in.
 
-    Without ``split``, the most chunks that fit: ``split = workgroups // tiles``.
+    Without ``split``, the most chunks that fit: ``split = workgroups // tiles`` (at least 1).
     """
     tiles = p.tiles[0] * p.tiles[1]
     split = int(split_for_budget(tiles, workgroups)) if split is None else split
@@ -133,27 +151,38 @@ def compile(
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
 
     ``transform``: "dataparallel", "streamk", "streamk2tile" or "streamk_hybrid" (data-parallel plus
-    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), "splitk" (``split`` K chunks per output
-    tile, default 4, one workgroup per chunk: g = tiles * chunks), or "auto": the policy (transform,
-    batches, grid, tile order) from the GPU's tuning table and grid-size model; ``kern.policy`` says
-    what and why.
+    ``sk_batches`` waves of Stream-K work, 1 to 6, default 1), "splitk" or "splitk_reduce" (``split`` K
+    chunks per output tile, one workgroup per (tile, chunk): g = tiles * chunks; ``workgroups`` is then the
+    budget, and ``split`` defaults to the most chunks that fit it, ``workgroups // tiles``, at least 1), or
+    "auto": the policy (transform, batches, grid, tile order) from the GPU's tuning table and grid-size
+    model; ``kern.policy`` says what and why.
     ``workgroups``: the grid size g; default: the device's co-resident CTA count on "cuda",
-    :data:`CPU_WORKGROUPS` on "cpu"; "auto": the g the grid-size model (:mod:`ctgraph.model`) predicts
-    fastest for this shape. ``raster``: the order of the output tiles (not for split-K): 1 (default)
+    :data:`CPU_WORKGROUPS` on "cpu" (for split-K on "cpu": a budget of ``max(8, tiles * split)``, so the
+    default grid fits any GEMM); "auto": the g the grid-size model (:mod:`ctgraph.model`) predicts
+    fastest for this shape (the default on "cpu"). A grid above 2**31 - 1, or one above 65,536 that leaves
+    workgroups without an iteration, is a ``ValueError`` (:mod:`ctgraph.checks`).
+    ``raster``: the order of the output tiles (not for split-K): 1 (default)
     row-major as seed 004; G > 1 walks G tile rows at once, column by column, for L2 reuse (Triton's
     ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it. With
     ``transform="auto"`` the policy picks it (8 for dataparallel where A and B outgrow the GPU's L2,
     :func:`ctgraph.policy.raster_for`) unless given, and split-K ignores it.
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
-    ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
-    kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
+    ``build`` (True or False, default True): ``build=False`` defers lowering and compilation to the first
+    use: ``kern.source`` of a "cuda" kernel then needs no GPU, pycuda or nvcc, and nothing that grows with
+    the GEMM (such as the schedule) is computed until asked for. ``target="cuda"`` with ``build=True`` needs
+    pycuda and a GPU: a :class:`ctgraph.deps.MissingDependency` says which is missing. A GEMM whose element
+    or iteration counts reach 2**62 is a ``ValueError``. Other options go to the backend (cuda: ``warps``,
     ``stages``, ``vector``, ``arch``, ``ctas_per_sm``, ``fetch_step``, ``mainloop``, ``cluster``,
     ``multicast``, ``swap``, ``pdl``, ``pingpong``: :class:`lowering.cuda.options.CudaOptions`).
     """
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
+    build = check_build(options)
     target = resolve_target(target)
     check_options(options)
+    check_index_range(graph.attrs["gemm"])
+    if target == "cuda" and build:
+        require_cuda("compile(target='cuda') with build=True")
     selection = None
     if transform == "auto":
         if sk_batches is not None:
@@ -170,14 +199,18 @@ def compile(
     pass_options(transform, 1, sk_batches, split, raster)  # checks the pass options before any work
     if workgroups is None:
         ask = _ask_gpu(target, options, "the default workgroups (the resident CTA count)")
-        workgroups = backend(target).default_workgroups(graph, transform, options) if ask else CPU_WORKGROUPS
+        workgroups = backend(target).default_workgroups(graph, transform, options) if ask else None
     elif workgroups == "auto":  # the grid-size model's choice on a GPU; the default on the CPU
         ask = _ask_gpu(target, options, 'workgroups="auto"')
-        workgroups = backend(target).model_workgroups(graph, transform, options, sk_batches) if ask else CPU_WORKGROUPS
+        workgroups = backend(target).model_workgroups(graph, transform, options, sk_batches) if ask else None
+    if workgroups is None:  # the CPU's default grid; split-K's budget grows with the tiles so that it fits
+        mt, nt, _ = graph.attrs["gemm"].tiles
+        workgroups = max(CPU_WORKGROUPS, mt * nt * (split or 1)) if transform in TAKES_SPLIT else CPU_WORKGROUPS
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
+    check_grid(graph.attrs["gemm"], int(workgroups))
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, raster)
     kern.policy = selection
     if options.get("build", True):
