@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .deps import require
 from .gemm import check_problem, positive_int
 from .passes import TAKES_SPLIT, TRANSFORMS
 from .policy import tile_name
@@ -118,7 +119,7 @@ def run_bench(
     rounds: int = 1,
 ) -> list[dict[str, Any]]:
     rounds = positive_int("rounds", rounds)
-    import torch
+    torch = require("torch", "run_bench")
 
     import ctgraph
 

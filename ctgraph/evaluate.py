@@ -8,8 +8,8 @@ called per point (microseconds, not the milliseconds of ``.subs``):
 - scalars: :class:`PythonIndexPrinter`, exact Python integers (``FloorDiv -> //``, ``Mod -> %``,
   ``Piecewise -> a if c else b``);
 - numpy arrays: :class:`NumpyIndexPrinter`, element-wise over int64 arrays that broadcast
-  (``FloorDiv -> floor_divide``, ``Mod -> mod``, ``Min/Max -> minimum/maximum``,
-  ``Piecewise -> where``, which keeps the integer dtype). int64 wraps past 2**63: use scalars there.
+  (``FloorDiv -> floor_divide``, ``Mod -> mod``, ``Min/Max -> minimum/maximum``, ``And/Or ->
+  logical_and/or``, ``Piecewise -> where``, which keeps the integer dtype). int64 wraps past 2**63: use scalars there.
 
 Coordinates are passed by symbol name (``wg=3``), as nonnegative integers or integer arrays.
 """
@@ -70,6 +70,12 @@ class NumpyIndexPrinter(NumPyPrinter):
 
     def _print_Max(self, e: sympy.Expr) -> str:
         return self._nested("numpy.maximum", e.args)
+
+    def _print_And(self, e: sympy.Expr) -> str:
+        return self._nested("numpy.logical_and", e.args)  # NOTE: sympy's reduce((a, b)) fails on ragged shapes
+
+    def _print_Or(self, e: sympy.Expr) -> str:
+        return self._nested("numpy.logical_or", e.args)
 
     def _print_Piecewise(self, e: sympy.Piecewise) -> str:
         # NOTE: sympy's own prints numpy.select(..., default=nan), which makes every result a float.
@@ -158,10 +164,11 @@ def evaluate(expr: sympy.Basic | int, values: Mapping[Any, Any] | None = None, /
     """The value of an index expression at the given coordinates.
 
     ``evaluate(expr, wg=3, forTile=0, forK=5)``: coordinates by symbol name (or a mapping from symbols
-    or names, ``evaluate(expr, {wg: 3})``). Every free symbol of ``expr`` needs a value, and values are
+    or names, ``evaluate(expr, {wg: 3})``). Every free symbol of ``expr`` needs a value (values for names it
+    does not use are allowed, so one set of coordinates serves every expression of a walk), and values are
     nonnegative integers: a Python ``int`` comes back, exact at any size (``bool`` for a condition). If
     any value is an integer numpy array (or a list), the evaluation is vectorised (:func:`lambdify`) and
-    a numpy array of the broadcast shape comes back. Missing or unknown names are a ``ValueError``;
+    a numpy array of the broadcast shape comes back. A missing name is a ``ValueError``;
     negative values a ``ValueError``, floats and strings a ``TypeError``.
     """
     e = sympy.sympify(expr)
@@ -169,15 +176,13 @@ def evaluate(expr: sympy.Basic | int, values: Mapping[Any, Any] | None = None, /
     given.update(coords)
     needed = [s.name for s in _symbols([e])]
     missing = [n for n in needed if n not in given]
-    unknown = [n for n in given if n not in needed]
     if missing:
         raise ValueError(f"evaluate needs a value for {', '.join(missing)} (the free symbols of {e})")
-    if unknown:
-        raise ValueError(f"evaluate got values for {', '.join(map(str, unknown))}, which {e} does not use")
-    checked = {n: _check_value(n, v) for n, v in given.items()}
+    checked = {n: _check_value(str(n), v) for n, v in given.items()}  # NOTE: unused ones are checked, not used
+    checked = {n: checked[n] for n in needed}
     if any(is_array for _, is_array in checked.values()):
         return lambdify(e, needed)(**{n: v for n, (v, _) in checked.items()})
     result = _compiled((e,), tuple(needed), False)(*(checked[n][0] for n in needed))[0]
-    if isinstance(result, bool | np.bool_) or e.is_Boolean or isinstance(e, sympy.logic.boolalg.Boolean):
+    if isinstance(result, bool | np.bool_):  # a relation or a condition
         return bool(result)
     return int(result)
