@@ -200,13 +200,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from .bench import DEFAULT_SHAPES, read_shapes, run_bench
 
-    _require_gpu_stack("python -m ctgraph bench")
+    from .gemm import positive_int
+
     if args.mainloop == "mma" and args.tile == "auto":
         print("error: --mainloop mma needs --tile BM BN BK (the auto tiles are the wgmma path's)", file=sys.stderr)
         return 2
+    positive_int("rounds", args.rounds)
     shapes = read_shapes(args.shapes or DEFAULT_SHAPES)
     if args.limit:
         shapes = shapes[: args.limit]
+    _require_gpu_stack("python -m ctgraph bench")  # NOTE: after the checks that need no GPU
     grid = None if args.workgroups == "resident" else "auto"
     run_bench(
         shapes,
