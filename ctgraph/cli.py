@@ -199,7 +199,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .bench import DEFAULT_SHAPES, read_shapes, run_bench
-
     from .gemm import positive_int
 
     if args.mainloop == "mma" and args.tile == "auto":

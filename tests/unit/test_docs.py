@@ -40,7 +40,13 @@ def skip_reason(code: str) -> str | None:
 def test_every_file_has_examples():
     assert all(blocks(ROOT / f) for f in FILES)
     guide = (ROOT / "docs/guide.md").read_text()
-    for section in ("## Install", "## A first GEMM on the CPU", "## A first GEMM on a GPU", "## Transforms", "## Dumps"):
+    for section in (
+        "## Install",
+        "## A first GEMM on the CPU",
+        "## A first GEMM on a GPU",
+        "## Transforms",
+        "## Dumps",
+    ):
         assert section in guide, section
     for section in ("## Pictures", "## Check the index math yourself", "## Command line", "## Errors"):
         assert section in guide, section
@@ -58,7 +64,7 @@ def test_examples_run(name, tmp_path, monkeypatch):
             continue
         where = f"{name}:{line}"
         if kind == "python":
-            exec(compile(code, where, "exec"), globs)  # noqa: S102 -- the docs' own examples
+            exec(compile(code, where, "exec"), globs)
         else:
             test = doctest.DocTestParser().get_doctest(code, globs, where, str(path), line)
             runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
