@@ -126,6 +126,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         check_output(path, (".dot", ".gv", ".svg", ".png", ".pdf"), "--dump")
         if not path.lower().endswith((".dot", ".gv")):
             require_program("dot", f"--dump {path}")
+    for path in args.control or ():
+        check_output(path, (".dot", ".gv", ".svg", ".png", ".pdf", ".txt"), "--control")
+        if not path.lower().endswith((".dot", ".gv", ".txt")):
+            require_program("dot", f"--control {path}")
     for path in args.plot or ():
         check_output(path, (".png", ".svg", ".pdf"), "--plot")
         require("matplotlib", f"--plot {path}")
@@ -133,6 +137,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(summarize(kern))
     for path in args.dump or ():
         print(f"wrote {ctgraph.dump(kern.graph, path)}")
+    for path in args.control or ():
+        print(f"wrote {ctgraph.dump(kern.control, path)}")
     for path in args.plot or ():
         print(f"wrote {ctgraph.plot_schedule(kern, path)}")
     return 0
@@ -271,6 +277,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         metavar="PATH",
         help="write the transformed graph (.dot text, or .svg/.png/.pdf rendered); repeatable",
+    )
+    p.add_argument(
+        "--control",
+        action="append",
+        metavar="PATH",
+        help="write the control graph (.dot text, .svg/.png/.pdf rendered, one box per loop; .txt: one node a line)",
     )
     p.add_argument(
         "--plot",

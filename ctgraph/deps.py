@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib
 import shutil
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -134,6 +135,8 @@ def require_cuda(needed_for: str) -> None:
 
     (``nvcc`` is checked where a source is compiled, since a cached binary needs none.)
     """
+    if sys.modules.get("pycuda") is not None and sys.modules.get("pycuda.driver") is not None and not _gpu_error():
+        return  # NOTE: the fast path of every call of a "cuda" kernel: imported and answered before
     require("pycuda", needed_for)
     require("pycuda.driver", needed_for)
     why = _gpu_error()

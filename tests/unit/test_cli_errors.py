@@ -60,3 +60,11 @@ def test_run_reports_the_lowering_time(capsys):
 def test_too_many_workgroups_on_the_cli(capsys):
     assert run(["compile", *GEMM, "--workgroups", str(10**6)]) == 2
     assert "more than this GEMM's" in capsys.readouterr().err
+
+
+def test_control_graph_dump(capsys, tmp_path):
+    dot, txt = tmp_path / "c.dot", tmp_path / "c.txt"
+    assert run(["compile", *GEMM, "--transform", "streamk", "--control", str(dot), "--control", str(txt)]) == 0
+    assert "subgraph cluster_c" in dot.read_text() and txt.read_text().startswith("[0] Kernel(")
+    assert run(["compile", *GEMM, "--control", str(tmp_path / "c.jpeg")]) == 2
+    assert "--control path must end in" in capsys.readouterr().err
