@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ["README.md", "docs/guide.md", "docs/cuda.md"]
+FILES = ["README.md", "docs/guide.md", "docs/cuda.md", "docs/streamk.md"]
 BLOCK = re.compile(r"^```(python|pycon)\n(.*?)^```", re.M | re.S)
 
 
