@@ -8,11 +8,14 @@ on first use with ``build=False``.
 from __future__ import annotations
 
 import numbers
+import warnings
 from functools import cached_property
 from typing import Any
 
 from . import knobs
 from .backends import backend, check_options, resolve_target
+from .checks import check_build, check_grid, check_index_range
+from .deps import require_cuda
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
 from .passes import TAKES_SPLIT, pass_options, split_chunks, split_for_budget
@@ -20,9 +23,13 @@ from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
 from .select import Selection
 
-__all__ = ["CPU_WORKGROUPS", "Kernel", "compile"]
+__all__ = ["CPU_WORKGROUPS", "CIgnoredWarning", "Kernel", "compile"]
 
 CPU_WORKGROUPS = 8  # default grid on the CPU: small, and more than one so the fixup is exercised
+
+
+class CIgnoredWarning(UserWarning):
+    """A kernel was called with ``C`` but ``beta == 0``, so ``C`` does not enter ``D``."""
 
 
 class Kernel:
@@ -85,14 +92,25 @@ class Kernel:
         return self.program.ptx
 
     def __call__(self, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, beta: float = 0.0, **kw: Any) -> Any:
-        """``D = alpha*A@B + beta*C``; ``C`` may be omitted when ``beta == 0``."""
+        """``D = alpha*A@B + beta*C``, with ``beta`` 0.0 by default (torch.addmm's default is 1); ``C`` may be
+        omitted when ``beta == 0``. A ``C`` passed while ``beta == 0`` is ignored, with a :class:`CIgnoredWarning`.
+        A "cuda" kernel needs pycuda and a GPU here (:class:`ctgraph.deps.MissingDependency` otherwise)."""
+        if C is not None and not isinstance(beta, bool) and isinstance(beta, numbers.Real) and beta == 0:
+            warnings.warn(
+                "C is ignored because beta == 0: ctgraph computes D = alpha*A@B + beta*C with beta=0.0 by default "
+                "(torch.addmm's default is 1); pass beta=1.0 to add C, or leave C out",
+                CIgnoredWarning,
+                stacklevel=2,
+            )
+        if self.target == "cuda":
+            require_cuda("calling a target='cuda' kernel")
         return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
 
 
 def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[int, int]:
     """splitk runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget it fits in.
 
-    Without ``split``, the most chunks that fit: ``split = workgroups // tiles``.
+    Without ``split``, the most chunks that fit: ``split = workgroups // tiles`` (at least 1).
     """
     tiles = p.tiles[0] * p.tiles[1]
     split = int(split_for_budget(tiles, workgroups)) if split is None else split
@@ -132,22 +150,31 @@ def compile(
     tiles (not for split-K): 1 (default) row-major as seed 004; G > 1 walks G tile rows at once, column by column,
     for L2 reuse (Triton's ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it.
     With ``transform="auto"`` the selection picks it unless given.
-    Without a GPU (``build=False``, or no device answering) "auto" decides for the known device of
+    A grid above 2**31 - 1, or one above 65,536 that leaves workgroups without an iteration, is a
+    ``ValueError`` (:mod:`ctgraph.checks`); on "cpu" split-K's default budget is ``max(8, tiles * split)``, so
+    the default grid fits any GEMM. Without a GPU, "auto" decides for the known device of
     ``CTGRAPH_TARGET_DEVICE`` (default the H100 SXM).
     ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
-    ``build=False`` defers lowering and compilation to the first use: ``kern.source`` of a "cuda"
-    kernel then needs no GPU, pycuda or nvcc. Other options go to the backend (cuda: ``warps``,
+    ``build`` (True or False, default True): ``build=False`` defers lowering and compilation to the first
+    use: ``kern.source`` of a "cuda" kernel then needs no GPU, pycuda or nvcc, and nothing that grows with
+    the GEMM (such as the schedule) is computed until asked for. ``target="cuda"`` with ``build=True`` needs
+    pycuda and a GPU: a :class:`ctgraph.deps.MissingDependency` says which is missing. A GEMM whose element
+    or iteration counts reach 2**62 is a ``ValueError``. Other options go to the backend (cuda: ``warps``,
     ``stages``, ``vector``, ``arch``, ``ctas_per_sm``, ``fetch_step``, ``mainloop``, ``cluster``,
     ``multicast``, ``swap``, ``pdl``, ``pingpong``: :class:`lowering.cuda.options.CudaOptions`).
     """
     if not isinstance(graph, CoordinateGraph) or "gemm" not in graph.attrs:
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
+    build = check_build(options)
     target = resolve_target(target)
     check_options(options)
     if autotune is None:
         autotune = knobs.autotune()
     if not isinstance(autotune, bool):
         raise ValueError(f"autotune must be True, False or None (CTGRAPH_AUTOTUNE), got {autotune!r}")
+    check_index_range(graph.attrs["gemm"])
+    if target == "cuda" and build:
+        require_cuda("compile(target='cuda') with build=True")
     selection = None
     if transform == "auto" or workgroups in (None, "auto"):
         from .select.resolve import choose, resident, target_of
@@ -178,13 +205,18 @@ def compile(
         p = graph.attrs["gemm"]
         layout_ = backend(target).layout_of(p.macro_tile, p.dtype, options) if target == "cuda" else Layout()
         chosen = select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout_ or Layout(), device, transform)
-        workgroups = chosen.config.workgroups if target == "cuda" else CPU_WORKGROUPS
+        workgroups = chosen.config.workgroups if target == "cuda" else None  # the CPU's default below
     if workgroups is None:
-        workgroups = resident(device, target, graph, options) if target == "cuda" else CPU_WORKGROUPS
+        if target == "cuda":
+            workgroups = resident(device, target, graph, options)
+        else:  # the CPU's default grid; split-K's budget grows with the tiles so that it fits
+            mt, nt, _ = graph.attrs["gemm"].tiles
+            workgroups = max(CPU_WORKGROUPS, mt * nt * (split or 1)) if transform in TAKES_SPLIT else CPU_WORKGROUPS
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
+    check_grid(graph.attrs["gemm"], int(workgroups))
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, raster)
     kern.selection = kern.policy = selection
     if options.get("build", True):

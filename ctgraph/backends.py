@@ -13,6 +13,8 @@ import importlib.util
 from types import ModuleType
 from typing import Any
 
+from .deps import MissingDependency, from_import_error
+
 __all__ = ["BACKENDS", "TARGETS", "backend", "cuda_available", "resolve_target"]
 
 BACKENDS = {"cpu": "lowering.cpu", "cuda": "lowering.cuda"}
@@ -49,10 +51,19 @@ def check_options(options: dict[str, Any]) -> None:
 
 
 def backend(target: str) -> ModuleType:
-    """The backend module for ``target`` ("cpu" or "cuda"), imported when first asked for."""
+    """The backend module for ``target`` ("cpu" or "cuda"), imported when first asked for.
+
+    A backend that cannot be imported because a package is missing raises
+    :class:`~ctgraph.deps.MissingDependency` (an ``ImportError`` and a ``NotImplementedError``) naming it.
+    """
     try:
         return importlib.import_module(BACKENDS[target])
     except ModuleNotFoundError as e:
-        if e.name == BACKENDS[target]:
-            raise NotImplementedError(f"the {target!r} backend is not available yet") from None
+        if e.name == BACKENDS[target] or e.name == BACKENDS[target].split(".")[0]:
+            raise MissingDependency(
+                f"the {BACKENDS[target]} package", f"the {target!r} backend", "reinstall ctgraph (pip install -e .)"
+            ) from None
+        missing = from_import_error(e, f"the {target!r} backend")
+        if missing is not None:
+            raise missing from e
         raise

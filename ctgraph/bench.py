@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .deps import require
 from .gemm import check_problem, positive_int
 from .measure import call_time as _call_time
 from .measure import kernel_time as _kernel_time
@@ -66,7 +67,7 @@ def run_bench(
     rounds: int = 1,
 ) -> list[dict[str, Any]]:
     rounds = positive_int("rounds", rounds)
-    import torch
+    torch = require("torch", "run_bench")
 
     import ctgraph
 

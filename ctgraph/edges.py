@@ -59,6 +59,11 @@ class Edge:
         """The output ports ``reverse`` reads, in the order to find them, given those known so far."""
         return list(range(n_out))
 
+    def unchecked_in_reverse(self, n_out: int, ys: dict[int, sympy.Expr]) -> set[int]:
+        """Output ports whose value a visitor must not range-check before ``reverse``: ports it ignores, or checks
+        itself with a better message."""
+        return set()
+
 
 @dataclass(frozen=True)
 class Tile(Edge):
@@ -218,6 +223,14 @@ class Sunder(Edge):
         pieces = [(p + o, sympy.Eq(s, j)) for j, (p, o) in enumerate(zip(ps, offs, strict=True))]
         pieces[-1] = (pieces[-1][0], True)
         return [sympy.Piecewise(*pieces)]
+
+    def unchecked_in_reverse(self, n_out: int, ys: dict[int, sympy.Expr]) -> set[int]:
+        """The partitions not selected (their coordinates may hold anything) and the selector (``reverse`` says
+        when it is out of range)."""
+        s = ys.get(n_out - 1)
+        if s is not None and s.is_Integer and 0 <= int(s) < n_out - 1:
+            return set(range(n_out)) - {int(s)}
+        return {n_out - 1}
 
     def needs_for_reverse(self, n_out: int, ys: dict[int, sympy.Expr]) -> list[int]:
         s = ys.get(n_out - 1)

@@ -13,6 +13,7 @@ callers can ask for the conditions ``0 <= v < |X|`` along the way (the masks and
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from .dimensions import Dimension
 from .edges import Edge
 from .expr import Mod
 
-__all__ = ["CoordinateGraph", "Walk"]
+__all__ = ["CoordinateGraph", "Walk", "check_coordinate"]
 
 Values = Mapping[int, int | sympy.Expr]
 
@@ -68,8 +69,26 @@ class Walk:
         return conds
 
 
+def check_coordinate(g: CoordinateGraph, tag: int, value: object, in_range: bool = True) -> int | sympy.Expr:
+    """A coordinate for dimension ``tag``: a sympy expression (kept), or a nonnegative integer, below ``|X|``
+    where the size is a number and ``in_range``. Anything else is a ``TypeError`` (float, string, bool) or a
+    ``ValueError`` (negative, out of range), naming the dimension. An empty dimension (size 0, e.g. an empty
+    Sunder partition) takes 0 as a placeholder: its coordinate is never read."""
+    if isinstance(value, sympy.Basic) and not value.is_number:
+        return value  # type: ignore[return-value]
+    if isinstance(value, sympy.Integer):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"coordinate of {g.label(tag)} must be an integer or a sympy expression, got {value!r}")
+    size = g.size(tag)
+    if value < 0 or (in_range and size.is_Integer and value >= size and not value == size == 0):
+        bound = f"0 <= value < {size}" if size.is_Integer else "value >= 0"
+        raise ValueError(f"coordinate of {g.label(tag)} must satisfy {bound}, got {value}")
+    return int(value)
+
+
 class CoordinateGraph:
-    """A coordinate-transform hypergraph. See the module docstring and DESIGN.md §2."""
+    """A coordinate-transform hypergraph. See the module docstring."""
 
     def __init__(self) -> None:
         self.nx = nx.DiGraph()
@@ -234,12 +253,16 @@ class CoordinateGraph:
         """Find ``targets`` from the coordinates ``values`` by applying edges in ``direction``.
 
         ``direction="reverse"`` goes upstream (outputs -> inputs), ``"forward"`` downstream.
-        Raises ``ValueError`` naming the targets that cannot be reached and the coordinates missing.
+        Raises ``ValueError`` naming the targets that cannot be reached and the coordinates missing. Numeric
+        coordinates must be nonnegative integers (:func:`check_coordinate`), but may lie past their dimension's
+        size, so that :meth:`Walk.in_bounds` can say which bound fails; sympy expressions are kept.
         """
         if direction not in ("reverse", "forward"):
             raise ValueError(f"direction must be 'reverse' or 'forward', got {direction!r}")
         for t in values:
             self.dimension(t)
+        # NOTE: a walk may start out of range (that is how in_bounds finds the conditions); reverse/forward may not
+        values = {t: check_coordinate(self, t, v, in_range=False) for t, v in values.items()}
         targets = list(targets)
         for t in targets:
             self.dimension(t)
@@ -252,14 +275,18 @@ class CoordinateGraph:
         return w
 
     def reverse(self, values: Values, targets: Iterable[int]) -> dict[int, sympy.Expr]:
-        """Upstream coordinates ``targets`` from downstream ``values``: ``{q: 3, r: 5} -> {a: 53}``."""
+        """Upstream coordinates ``targets`` from downstream ``values``: ``{q: 3, r: 5} -> {a: 53}``. Numeric values
+        must be integers inside their dimension (:func:`check_coordinate`)."""
         targets = list(targets)
+        values = {t: check_coordinate(self, t, v) for t, v in values.items() if self.dimension(t)}
         w = self.walk(values, targets, "reverse")
         return {t: w.values[t] for t in targets}
 
     def forward(self, values: Values, targets: Iterable[int]) -> dict[int, sympy.Expr]:
-        """Downstream coordinates ``targets`` from upstream ``values``: ``{a: 53} -> {q: 3, r: 5}``."""
+        """Downstream coordinates ``targets`` from upstream ``values``: ``{a: 53} -> {q: 3, r: 5}``. Numeric values
+        must be integers inside their dimension (:func:`check_coordinate`)."""
         targets = list(targets)
+        values = {t: check_coordinate(self, t, v) for t, v in values.items() if self.dimension(t)}
         w = self.walk(values, targets, "forward")
         return {t: w.values[t] for t in targets}
 

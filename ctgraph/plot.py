@@ -14,6 +14,7 @@ import colorsys
 from pathlib import Path
 from typing import Any
 
+from .deps import require
 from .expr import to_int
 from .schedule import sections
 
@@ -43,15 +44,11 @@ def plot_schedule(kern: Any, path: str | Path, dpi: int = 90) -> Path:
     path = Path(path)
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ValueError(f"plot_schedule path must end in .png, .svg or .pdf, got {str(path)!r}")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-        from matplotlib.lines import Line2D
-    except ImportError as e:  # pragma: no cover - matplotlib is in the plot extra
-        raise ImportError("plot_schedule needs matplotlib: pip install 'ctgraph[plot]'") from e
+    matplotlib = require("matplotlib", "plot_schedule")  # MissingDependency: pip install 'ctgraph[plot]'
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.lines import Line2D
 
     sched = kern.schedule()
     mt, nt, kt = kern.problem.tiles

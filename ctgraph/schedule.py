@@ -21,12 +21,11 @@ import sympy
 
 from .dimensions import ForLoop, MacroTileNumber, Workgroup
 from .edges import Sunder
+from .evaluate import NUMPY
 from .expr import index, to_int
 from .graph import CoordinateGraph, Walk
 
-__all__ = ["Section", "TileCoords", "schedule", "section_walk", "sections", "tile_coords"]
-
-NUMPY = [{"FloorDiv": np.floor_divide, "Mod": np.mod}, "numpy"]
+__all__ = ["NUMPY", "Section", "TileCoords", "schedule", "section_walk", "sections", "tile_coords"]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def summarize(kern: Kernel) -> str:
         "tile order: "
         + (f"groups of {kern.raster} tile rows, column by column" if kern.raster > 1 else "row-major (seed 004)"),
         f"transform: {kern.transform} over {kern.workgroups} workgroups (target {kern.target})"
-        + (f"; chosen by auto: {kern.policy}" if kern.policy else ""),
+        + (f"; chosen by auto: {kern.selection}" if kern.selection else ""),
         f"iterations per workgroup: min {min(per_wg)}, max {max(per_wg)}, mean {sum(per_wg) / len(per_wg):.1f}",
         f"output tiles shared by several workgroups (fixup): {shared}",
     ]

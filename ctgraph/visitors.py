@@ -2,7 +2,8 @@
 
 These are the single-edge views of :meth:`CoordinateGraph.walk`; the algebra of each edge lives on
 the edge class (:mod:`ctgraph.edges`), and the visitors supply it with the sizes of the edge's
-dimensions. Numeric coordinates give sympy ``Integer`` results, so ``int(...)`` works.
+dimensions. Numeric coordinates give sympy ``Integer`` results, so ``int(...)`` works; they must be
+integers inside their dimension (``0 <= c < |X|``), else a ``TypeError``/``ValueError`` names it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 
 import sympy
 
-from .graph import CoordinateGraph
+from .graph import CoordinateGraph, check_coordinate
 
 __all__ = ["ForwardEdgeVisitor", "ReverseEdgeVisitor"]
 
@@ -25,7 +26,19 @@ class ForwardEdgeVisitor:
         self.graph = graph
 
     def visit(self, edge: int, coords: Sequence[int | sympy.Expr]) -> list[sympy.Expr]:
-        return self.graph.apply(edge, coords, self.direction)
+        """Apply ``edge`` to ``coords`` (its inputs forward, its outputs in reverse). Numbers must be integers
+        in ``[0, |X|)`` of their dimension X (``TypeError``/``ValueError`` naming it); sympy expressions pass."""
+        g = self.graph
+        given = g.inputs(edge) if self.direction == "forward" else g.outputs(edge)
+        if len(coords) == len(given):  # NOTE: a wrong count is apply's error, which names the edge
+            coords = [check_coordinate(g, t, c, in_range=False) for t, c in zip(given, coords, strict=True)]
+            free: set[int] = set()
+            if self.direction == "reverse":
+                free = g.edge(edge).unchecked_in_reverse(len(given), dict(enumerate(map(sympy.sympify, coords))))
+            for port, (t, c) in enumerate(zip(given, coords, strict=True)):
+                if port not in free:
+                    check_coordinate(g, t, c)
+        return g.apply(edge, coords, self.direction)
 
 
 class ReverseEdgeVisitor(ForwardEdgeVisitor):

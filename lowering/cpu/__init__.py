@@ -7,6 +7,7 @@ is reported as an error, never spun on. Each program owns its workspace and flag
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -67,8 +68,13 @@ class CpuProgram:
         slots = partial_slots(kernel.graph)
         self.workspace = np.zeros(max(slots, 1) * bm * bn, dtype=np.float32)
         self.flags = np.zeros(max(slots, 1), dtype=np.int32)
-        self.order = run_order(kernel._schedule)  # of the first kernel; the others need no order (no waits)
         self._lock = threading.Lock()
+
+    @functools.cached_property
+    def order(self) -> list[int]:
+        """The first kernel's workgroups in run order (the others need none: no waits). Computed on the first
+        call, from the schedule: reading ``source`` or ``control`` stays cheap for any GEMM size."""
+        return run_order(self.kernel._schedule)
 
     @property
     def compiled(self) -> Any:

@@ -56,7 +56,7 @@ released the ring's last ``STAGES`` fills (the *producer tail*): then no CTA sti
 on its barriers, and its shared memory may go (a second cluster barrier there cost ~0.6 us). Per K iteration a CTA reads
 ``A_SHARE`` rows of A and ``BK/CLUSTER_M`` of B's k-rows from the L2, not ``CTA_M`` and ``BK``: that matters most
 when A's or B's rows do not start on 128-byte lines, where each row costs two L2 lines and the L2, not the tensor
-cores, bounds the CTAs (:mod:`ctgraph.tiles`).
+cores, bounds the CTAs (:mod:`ctgraph.select`).
 
 **Ping-pong** (``PINGPONG``, ``opts.pingpong``; CTA tiles of one consumer warpgroup): two consumer warpgroups take the
 work units in turn, unit ``u`` (an iteration of a loop of the kernel's body: a tile, or a piece of one with its

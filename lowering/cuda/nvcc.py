@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ctgraph import knobs
 from ctgraph.cache import write_whole
+from ctgraph.deps import require, require_program
 
 __all__ = ["NVCC_OPTIONS", "cubin", "nvcc_available", "nvcc_version", "ptx"]
 
@@ -49,17 +50,17 @@ def _cached(kind: str, source: str, arch: str, target: str, build: Callable[[], 
 
 def cubin(source: str, arch: str) -> bytes:
     """Compile with pycuda (``pycuda.compiler.compile``, the compile step of ``SourceModule``; its own cache off)."""
-    from pycuda.compiler import compile as pycuda_compile
+    pycuda_compile = require("pycuda.compiler", "compiling a CUDA kernel").compile
 
     def build() -> bytes:
+        require_program("nvcc", "compiling a CUDA kernel")
         return pycuda_compile(source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch, cache_dir=False)
 
     return _cached("pycuda", source, arch, "cubin", build)
 
 
 def _run_nvcc(source: str, arch: str, target: str) -> bytes:
-    if not nvcc_available():
-        raise RuntimeError("nvcc is not on PATH: install the CUDA toolkit to compile or inspect generated kernels")
+    require_program("nvcc", f"compiling CUDA source to {target}")
 
     def build() -> bytes:
         with tempfile.TemporaryDirectory() as tmp:

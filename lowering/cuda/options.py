@@ -56,9 +56,8 @@ class CudaOptions:
     each CTA reads ``1/(cluster/2)`` of its A rows and half of its B columns from the L2. ``"ba"`` is the
     transposed grid, ``cluster/2 x 2``: each CTA reads half of its A rows and ``1/(cluster/2)`` of its B k-rows
     (cuBLAS's 2 x 4 clusters; where A's rows do not start on 128-byte lines, sharing them in pairs halves the L2
-    requests they cost). ``None`` (the default):
-    the layout the tile model measured or priced the macro tile on (:func:`ctgraph.tiles.tile_layout`, e.g. 8 CTAs
-    sharing both operands for 240 x 512) where ``cluster`` is 0 or that layout's, else ``"b"``.
+    requests they cost). ``None`` (the default): the first of ``"b"``, ``"ab"``, ``"ba"``, ``"a"`` that the macro
+    tile fits on (:data:`lowering.cuda.hopper.MULTICAST_ORDER`; e.g. 4 CTAs in a 2 x 2 grid for 240 x 512).
 
     ``swap`` (wgmma path): compute ``D^T = B^T A^T``, as cuBLAS does with row-major operands. The wgmma
     instruction's 64-row side then runs along n (one consumer warpgroup per 64 columns of a CTA's tile) and
@@ -66,9 +65,8 @@ class CudaOptions:
     136 x 128 fit a skinny GEMM's tile count to the SMs. ``None`` (the default) swaps exactly when the macro
     tile needs it (a CTA's rows not a multiple of 64); ``True`` or ``False`` forces one layout.
 
-    All three left at their defaults, a GEMM whose shape and macro tile the tuning table timed on a cluster
-    layout (``python -m ctgraph tune --layouts``, a row's ``"layout"``) runs on that one
-    (:func:`lowering.cuda.with_tuned_layout`).
+    ``transform="auto"`` sets all three to the layout it selected (:mod:`ctgraph.select`) where the caller leaves
+    them at their defaults.
 
     ``pdl`` (wgmma path): launch with programmatic dependent launch. A kernel may then launch while the one
     before it in the stream finishes, and sets up its shared memory and barriers before it waits
@@ -90,7 +88,7 @@ class CudaOptions:
     fetch_step: int = 1  # k16 mma steps before the next stage's loads start (measured best, docs/benchmarks.md)
     mainloop: str = "auto"
     cluster: int = 0
-    multicast: str | None = None  # None: the layout ctgraph.tiles measured the macro tile on, else "b"
+    multicast: str | None = None  # None: the first of hopper.MULTICAST_ORDER the macro tile fits on
     swap: bool | None = None  # None: when a CTA's rows are not a multiple of 64
     pdl: bool = True  # wgmma path: programmatic dependent launch
     pingpong: bool = False  # wgmma path: two consumer warpgroups take the work units in turn

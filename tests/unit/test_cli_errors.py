@@ -1,0 +1,70 @@
+"""The command line's error paths: checked outputs before any work, ``--workgroups auto``, honest timings."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ctgraph.cli import main
+
+GEMM = ["--m", "64", "--n", "48", "--k", "40", "--tile", "16", "16", "8"]
+
+
+def run(argv):
+    try:
+        return main(argv)
+    except SystemExit as e:
+        return e.code
+
+
+@pytest.mark.parametrize("flag", ["--dump", "--plot"])
+@pytest.mark.parametrize("name", ["g.txt", "g", "g.jpeg"])
+def test_bad_suffix_before_any_output(capsys, tmp_path, flag, name):
+    assert run(["compile", *GEMM, flag, str(tmp_path / name)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("error: ") and flag in out.err
+
+
+def test_unwritable_dump_folder(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert run(["compile", *GEMM, "--dump", str(blocker / "sub" / "g.dot")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("error: cannot write") and "Traceback" not in out.err
+
+
+def test_workgroups_auto_is_accepted(capsys):
+    assert run(["compile", *GEMM, "--workgroups", "auto"]) == 0
+    assert "over 8 workgroups" in capsys.readouterr().out
+    assert run(["compile", *GEMM, "--workgroups", "many"]) == 2
+    assert "positive integer or 'auto'" in capsys.readouterr().err
+
+
+def test_splitk_on_the_cli_default_grid(capsys):
+    assert (
+        run(["compile", "--m", "100", "--n", "90", "--k", "64", "--tile", "16", "16", "8", "--transform", "splitk"])
+        == 0
+    )
+    assert "transform: splitk over 42 workgroups" in capsys.readouterr().out
+
+
+def test_run_reports_the_lowering_time(capsys):
+    assert run(["run", *GEMM, "--transform", "streamk", "--workgroups", "4"]) == 0
+    out = capsys.readouterr().out
+    passes, lowering = (float(v) for v in re.search(r"passes ([\d.]+) ms, lowering ([\d.]+) ms", out).groups())
+    assert lowering > 0.0 and passes > 0.0
+    assert "lowering 0.0 ms" not in out
+
+
+def test_too_many_workgroups_on_the_cli(capsys):
+    assert run(["compile", *GEMM, "--workgroups", str(10**6)]) == 2
+    assert "more than this GEMM's" in capsys.readouterr().err
+
+
+def test_control_graph_dump(capsys, tmp_path):
+    dot, txt = tmp_path / "c.dot", tmp_path / "c.txt"
+    assert run(["compile", *GEMM, "--transform", "streamk", "--control", str(dot), "--control", str(txt)]) == 0
+    assert "subgraph cluster_c" in dot.read_text() and txt.read_text().startswith("[0] Kernel(")
+    assert run(["compile", *GEMM, "--control", str(tmp_path / "c.jpeg")]) == 2
+    assert "--control path must end in" in capsys.readouterr().err
