@@ -274,10 +274,34 @@ def cmd_fit(args: argparse.Namespace) -> int:
     train = Table.from_json(Path(args.train).read_text())
     validation = Table.from_json(Path(args.validation).read_text())
     f = fit(train, validation, known_target(train.device) if train.device in _known() else known_target())
-    print(f"lambda {f.lam}: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
-          f"(analytic alone {f.validation_regret_analytic:.4f}), {f.rows} rows")
+    print(
+        f"lambda {f.lam}: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
+        f"(analytic alone {f.validation_regret_analytic:.4f}), {f.rows} rows"
+    )
     write_whole(Path(args.out), f.correction.to_json())
     print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """A short tune of train and validation shapes on this GPU, then the fit, stored for this device's family."""
+    from .cache import write_whole
+    from .select.fit import fit
+    from .select.model import user_correction_path
+    from .select.resolve import target_of
+    from .tune import run
+
+    _require_gpu_stack("python -m ctgraph calibrate")
+    out = Path(args.out)
+    train = run(_shapes("train", args.shapes), out / "train.json", top=6, extra=2)
+    validation = run(_shapes("validation", max(4, args.shapes // 2)), out / "validation.json", top=6, extra=2)
+    target = target_of("cuda", {})
+    f = fit(train, validation, target)
+    path = write_whole(user_correction_path(target.family), f.correction.to_json())
+    print(
+        f"{target.family}: regret on validation {f.validation_regret:.4f} (analytic alone "
+        f"{f.validation_regret_analytic:.4f}); wrote {path}"
+    )
     return 0
 
 
@@ -379,6 +403,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("validation")
     p.add_argument("--out", default="ranker.json")
     p.set_defaults(func=cmd_fit)
+    p = sub.add_parser("calibrate", help="a short tune and fit for this GPU's family (needs torch and a GPU)")
+    p.add_argument("--shapes", type=int, default=24, help="train shapes to time (validation: half as many)")
+    p.add_argument("--out", default="out/calibrate", help="where the tune tables go")
+    p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("heldout", help="the default path against cuBLAS on a shape set (needs torch and a GPU)")
     p.add_argument("shapes", help="a set (train, validation, test, llm) or a CSV with columns m,n,k")
     p.add_argument("--out", default="out/heldout.csv")

@@ -36,12 +36,14 @@ import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
+from .. import knobs
 from .config import Config
 from .counts import in_step, k_iterations, padding, split_sk_dp, tile_counts, waves
 from .target import Target
 
-__all__ = ["FEATURES", "Correction", "analytic", "features", "load_correction", "predict"]
+__all__ = ["FEATURES", "Correction", "analytic", "features", "load_correction", "predict", "user_correction_path"]
 
 EFFICIENCY = 0.8  # the tensor pipes' share a wgmma mainloop keeps busy at best
 HBM_EFFICIENCY = 0.7  # the share of the datasheet's HBM bandwidth a GEMM's tile loads reach
@@ -230,12 +232,20 @@ class Correction:
         return hashlib.blake2b(self.to_json().encode(), digest_size=8).hexdigest()
 
 
+def user_correction_path(family: str) -> Path:
+    """Where ``python -m ctgraph calibrate`` stores a family's correction: ``CTGRAPH_CACHE_DIR/ranker/``."""
+    return knobs.cache_dir() / "ranker" / f"ranker-{family}.json"
+
+
 def load_correction(family: str, path: str | None = None) -> Correction:
-    """The shipped correction of ``family`` (``ctgraph/data/ranker-<family>.json``), or the analytic model alone
-    (zero weights) where none ships. ``path``: read that file instead."""
+    """The correction of ``family``: ``calibrate``'s (the cache directory), else the shipped one
+    (``ctgraph/data/ranker-<family>.json``), else the analytic model alone (zero weights). ``path``: that file."""
     if path is not None:
         with open(path) as f:
             return Correction.from_json(f.read())
+    user = user_correction_path(family)
+    if user.is_file():
+        return Correction.from_json(user.read_text())
     shipped = resources.files("ctgraph") / "data" / f"ranker-{family}.json"
     return Correction.from_json(shipped.read_text()) if shipped.is_file() else Correction(family)
 

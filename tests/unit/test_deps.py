@@ -125,7 +125,7 @@ def test_cli_without_pycuda_exits_2(no_pycuda, capsys, command):
     assert "Traceback" not in out.err and out.err.count("\n") == 1
 
 
-@pytest.mark.parametrize("command", [["bench"], ["heldout", "test"], ["tune", "test"]])
+@pytest.mark.parametrize("command", [["bench"], ["heldout", "test"], ["tune", "test"], ["calibrate"]])
 def test_cli_gpu_commands_without_torch_exit_2(monkeypatch, capsys, command):
     monkeypatch.setitem(sys.modules, "torch", None)
     assert run(command) == 2
