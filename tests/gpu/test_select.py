@@ -80,7 +80,10 @@ def test_a_tune_over_two_gpus_merges_one_table(tmp_path):
         pytest.skip("needs 2 GPUs")
     csv = tmp_path / "s.csv"
     shapes.write(csv, [(256, 512, 1024), (512, 256, 2048), (384, 640, 768), (200, 1000, 512)])
-    env = os.environ | {"CTGRAPH_CACHE_DIR": str(tmp_path / "c"), "PYTHONPATH": f"{ROOT}"}
+    env = os.environ | {
+        "CTGRAPH_CACHE_DIR": str(tmp_path / "c"),
+        "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}",
+    }
     cmd = [
         sys.executable,
         "-m",
