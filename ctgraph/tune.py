@@ -78,13 +78,12 @@ def _precompile_one(args: tuple[Config, Shape, str]) -> str | None:
     config, shape, dtype = args
     try:
         import ctgraph
-        from lowering.cuda.nvcc import cubin
 
         g = ctgraph.gemm(*shape, macro_tile=config.tile, dtype=dtype)
         kern = ctgraph.compile(
             g, target="cuda", build=False, mainloop="wgmma", **config.compile_args(), **config.layout.options()
         )
-        cubin(kern.source, kern.program.options.arch)
+        kern.program.cubin()
         return None
     except Exception as e:  # a config that fails is timed as infinity later; say why here
         return f"{config.name}: {type(e).__name__}: {e}"

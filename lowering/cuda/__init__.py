@@ -158,6 +158,13 @@ class CudaProgram:
             self._ptx[self.variant] = ptx(self.source, self.options.arch)
         return self._ptx[self.variant]
 
+    def cubin(self) -> bytes:
+        """The primary variant's binary, compiled (or read from the on-disk cache) without a GPU context: what
+        ``python -m ctgraph tune`` compiles ahead of timing, on every core."""
+        from .nvcc import cubin
+
+        return cubin(self.source, self.options.arch)
+
     def function(self, variant: str | None = None, name: str | None = None) -> Any:
         """The loaded entry point ``name`` (default: the first kernel) of ``variant`` (default: the primary)."""
         key = (variant or self.variant, name or self.root.name)

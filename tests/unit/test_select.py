@@ -308,3 +308,23 @@ def test_selection_needs_only_the_backend_contract():
 def test_tiles_for_never_empty():
     for m, n, k in [(1, 8, 8), (16, 16, 16), (9000, 8, 64), (8, 50000, 8)]:
         assert tiles_for(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
+
+
+def test_ctgraph_reaches_backends_only_through_the_registry():
+    """No module of ctgraph imports lowering (the registry, ctgraph/backends.py, imports it by name), and the CUDA
+    backend never imports the selection code beyond its value types (config, target)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(ctgraph.__file__).parent
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n == "lowering" or n.startswith("lowering.") for n in names), path
+    lowering_root = root.parent / "lowering"
+    allowed = {"ctgraph.select.config", "ctgraph.select.target"}
+    for path in lowering_root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctgraph.select"):
+                assert node.module in allowed, (path, node.module)
