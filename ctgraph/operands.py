@@ -17,10 +17,36 @@ def expected_shapes(p: GemmProblem) -> dict[str, tuple[int, int]]:
 
 
 def check_scalars(alpha: Any, beta: Any) -> tuple[float, float]:
+    """``alpha`` and ``beta`` as floats: real numbers that are finite in float32 (the kernels' epilogue type)."""
     for name, v in (("alpha", alpha), ("beta", beta)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+        with np.errstate(over="ignore"):
+            if not np.isfinite(np.float32(v)):
+                raise ValueError(f"{name} must be finite in float32 (the epilogue's type), got {v!r}")
     return float(alpha), float(beta)
+
+
+def overlapping(out: tuple[int, int], others: dict[str, tuple[int, int]]) -> list[str]:
+    """The names of ``others`` whose byte range ``[start, end)`` meets ``out``'s: D written over an input while the
+    kernel still reads it gives a wrong D (tiles are written while other tiles read A, B and C)."""
+    lo, hi = out
+    return [name for name, (a, b) in others.items() if a < hi and lo < b]
+
+
+def check_no_overlap(out: tuple[int, int] | None, inputs: dict[str, tuple[int, int] | None]) -> None:
+    """``ValueError`` where ``out``'s bytes overlap an input's (ranges ``(start, end)``; None: absent)."""
+    if out is None:
+        return
+    hit = overlapping(out, {n: r for n, r in inputs.items() if r is not None})
+    if hit:
+        raise ValueError(f"out overlaps {' and '.join(hit)} in memory; pass an out that shares no bytes with A, B or C")
+
+
+def host_range(x: np.ndarray) -> tuple[int, int]:
+    """The bytes ``[start, end)`` a C-contiguous numpy array's elements span (operands are checked contiguous)."""
+    start = int(x.ctypes.data)
+    return start, start + int(x.nbytes)
 
 
 def check_array(
@@ -57,3 +83,6 @@ def check_host_operands(p: GemmProblem, A: Any, B: Any, C: Any, beta: float, out
         check_array(p, name, x, shapes[name], p.dtype, x.shape, x.dtype, x.flags.c_contiguous)
         if name == "out" and not x.flags.writeable:
             raise ValueError("out must be writeable")
+    if out is not None:
+        inputs = {"A": A, "B": B, "C": C}
+        check_no_overlap(host_range(out), {n: host_range(x) if x is not None else None for n, x in inputs.items()})
