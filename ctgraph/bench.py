@@ -3,7 +3,7 @@
 For every shape of a CSV (``m,n,k``), with fp16 inputs and the same macro tile for every transform (by
 default ``macro_tile="auto"``'s choice for the shape, :mod:`ctgraph.select`):
 ctgraph's dataparallel, streamk and streamk2tile kernels and ``torch.matmul`` (cuBLAS, fp32 accumulate,
-reduced-precision reduction off). Each transform runs on the grid-size model's grid
+reduced-precision reduction off). Each transform runs on the ranker's grid
 (``workgroups="auto"``, the ranker's grid; ``--workgroups resident``: every resident CTA) and on the
 mainloop ``--mainloop`` names (default ``auto``: wgmma on compute capability 9.0), in the tile order
 ``--raster`` gives (default row-major; ``auto`` its policy's). Two times

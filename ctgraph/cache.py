@@ -1,5 +1,5 @@
-"""Whole-file writes for the on-disk caches (:func:`ctgraph.knobs.cache_dir`): nvcc output, tuning tables, fitted
-grid models.
+"""Whole-file writes for the on-disk caches (:func:`ctgraph.knobs.cache_dir`): nvcc output, autotune entries, calibrated
+rankers.
 
 Several processes share one cache (``pytest -n 8``, a pool that compiles kernels ahead of a benchmark), and a run may
 be stopped mid-write. Each file is therefore written under a name of its own in the same directory and then renamed

@@ -53,7 +53,7 @@ def _raster_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _workgroups(text: str) -> int | str:
-    """``--workgroups``: a positive integer or ``auto`` (the grid-size model's grid, as ``workgroups="auto"``)."""
+    """``--workgroups``: a positive integer or ``auto`` (the ranker's grid, as ``workgroups="auto"``)."""
     if text == "auto":
         return text
     try:
@@ -80,7 +80,7 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
         type=_workgroups,
         default=None,
         metavar="G|auto",
-        help="grid size g, or 'auto' for the grid-size model's (default: the backend's choice)",
+        help="grid size g, or 'auto' for the ranker's (default: the backend's choice)",
     )
     p.add_argument("--target", choices=("cpu", "cuda", "auto"), default="cpu")
 
@@ -370,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workgroups",
         choices=("auto", "resident"),
         default="auto",
-        help="grid of each transform: the grid-size model's (default) or every resident CTA",
+        help="grid of each transform: the ranker's (default) or every resident CTA",
     )
     p.add_argument(
         "--mainloop",

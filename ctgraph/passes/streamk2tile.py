@@ -43,7 +43,7 @@ def split_sk_dp(
     schedule of seed 004.
     """
     T, Kt = int(tiles), int(k_iters)
-    g = np.asarray(workgroups, dtype=np.int64)  # NOTE: an array of grid sizes works too (the grid model's search)
+    g = np.asarray(workgroups, dtype=np.int64)  # NOTE: an array of grid sizes works too (the ranker's candidates)
     n_dp = np.where(T % g == 0, T * Kt, np.maximum(0, (T // g - (batches - 1)) * g * Kt))
     n_sk = T * Kt - n_dp
     if n_dp.ndim == 0:
