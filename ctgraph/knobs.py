@@ -13,7 +13,8 @@ def dump_dir() -> Path | None:
 
 
 def cache_dir() -> Path:
-    """``CTGRAPH_CACHE_DIR`` (default ``~/.cache/ctgraph``): on-disk caches (nvcc output, autotune entries, calibrated rankers)."""
+    """``CTGRAPH_CACHE_DIR`` (default ``~/.cache/ctgraph``): on-disk caches (nvcc output, autotune entries,
+    calibrated rankers)."""
     return Path(os.environ.get("CTGRAPH_CACHE_DIR") or Path.home() / ".cache" / "ctgraph")
 
 
