@@ -53,7 +53,6 @@ class Kernel:
         self.sk_batches = sk_batches
         self.split = split
         self.selection: Selection | None = None  # what transform="auto" chose, and why
-        self.policy: Selection | None = None  # the same (its older name)
         self.problem: GemmProblem = graph.attrs["gemm"]
         self.graph = run_pipeline(graph, transform, workgroups, sk_batches, split, raster)
         self.raster = self.graph.attrs.get("raster", 1)  # the tile rows walked together (1: row-major)
@@ -64,6 +63,11 @@ class Kernel:
             f"Kernel({self.transform}, m={p.m}, n={p.n}, k={p.k}, macro_tile={p.macro_tile}, "
             f"dtype={p.dtype}, workgroups={self.workgroups}, target={self.target!r})"
         )
+
+    @property
+    def policy(self) -> Selection | None:
+        """:attr:`selection`'s older name."""
+        return self.selection
 
     def schedule(self) -> list[list[tuple[int, int, int]]]:
         """Per workgroup, the ``(m_tile, n_tile, k_iter)`` triples it processes, in order (a fresh copy)."""
@@ -193,7 +197,7 @@ def compile(
             raster = None
         elif raster is None:
             raster = config.raster
-        if (workgroups in (None, "auto") and transform not in TAKES_SPLIT) or workgroups in (None, "auto"):
+        if workgroups in (None, "auto"):
             workgroups = config.workgroups
         if target == "cuda" and not any(options.get(o) not in (None, 0) for o in ("cluster", "multicast", "swap")):
             options = options | config.layout.options()
@@ -218,7 +222,7 @@ def compile(
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
     check_grid(graph.attrs["gemm"], int(workgroups))
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, raster)
-    kern.selection = kern.policy = selection
+    kern.selection = selection
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here
     return kern

@@ -44,12 +44,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Selection:
-    """What ``auto`` chose and why (``kern.selection``): the config, a reason, and the ranked candidates that the
-    ranker saw first (config, predicted seconds)."""
+    """What ``auto`` chose and why (``kern.selection``): the config, where it came from (``source``: "measured",
+    "ranker" or "autotune"), a reason, and the ranked candidates the ranker saw first (config, predicted seconds)."""
 
     config: Config
     reason: str
     ranked: tuple[tuple[Config, float], ...] = ()
+    source: str = "ranker"
 
     def __str__(self) -> str:
         return f"{self.config.name}: {self.reason}"
@@ -74,11 +75,11 @@ def select(
     m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, top: int = 8
 ) -> Selection:
     """The config for an ``m x n x k`` GEMM on ``target``'s ``path``: the device's measured entry where it has one
-    for this shape, else the ranker's first candidate."""
-    entry = cache.load(target.name).get(m, n, k, dtype) if path == "wgmma" else None
+    for this shape and the path runs it, else the ranker's first candidate."""
+    entry = cache.load(target.name).get(m, n, k, dtype)
     ranked = rank(m, n, k, dtype, target, path, supports)
-    if entry is not None:
-        return Selection(entry.config, f"measured on this device ({target.name})", tuple(ranked[:top]))
+    if entry is not None and supports(entry.config.tile, dtype, entry.config.layout, path):
+        return Selection(entry.config, f"measured on this device ({target.name})", tuple(ranked[:top]), "measured")
     how = "analytic model" if not any(_correction(target.family).weights) else "ranker"
     return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates)", tuple(ranked[:top]))
 

@@ -72,12 +72,11 @@ def choose(
     supports = backend(name).supports
     if graph.attrs.get("auto_tile") and not _given_layout(options):
         chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
-        if autotune and "measured" not in chosen.reason:
+        if autotune and chosen.source != "measured":
             ranked = [c for c, _ in rank(p.m, p.n, p.k, p.dtype, target, path, supports)]
             entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, lambda c: _build(c, p, name, options))
-            chosen = Selection(
-                entry.config, f"autotuned on first call ({len(entry.seconds)} candidates timed)", chosen.ranked
-            )
+            why = f"autotuned on first call ({len(entry.seconds)} candidates timed)"
+            chosen = Selection(entry.config, why, chosen.ranked, "autotune")
         if chosen.config.tile != p.macro_tile:
             graph = gemm(p.m, p.n, p.k, macro_tile=chosen.config.tile, dtype=p.dtype)
         return graph, chosen
