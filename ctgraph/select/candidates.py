@@ -107,8 +107,7 @@ def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
                 continue
             out.append(((cta_m, bn, BK), Layout(1, "b", False)))
         out += [((256, bn, BK), Layout(2, "b", False)), ((512, bn, BK), Layout(4, "b", False))]
-        if bn <= 256 and bn * 2 <= 512:
-            out.append(((128, 2 * bn, BK), Layout(2, "a", False)))
+        out.append(((128, 2 * bn, BK), Layout(2, "a", False)))
     for rows in sorted(_fitted(m, 8, 256) - set(range(64, 257, 64))):
         for cols in (64, 128, 192, 256):
             if rows <= 128 or cols <= 128:
