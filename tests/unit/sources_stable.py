@@ -32,8 +32,9 @@ TRANSFORMS: dict[str, dict[str, Any]] = {
 }
 
 
-
-def _wgs(workgroups: int, extra: dict[str, Any], tile: tuple[int, int, int], shape: tuple[int, int, int] = SHAPE) -> int:
+def _wgs(
+    workgroups: int, extra: dict[str, Any], tile: tuple[int, int, int], shape: tuple[int, int, int] = SHAPE
+) -> int:
     """Split-K takes as many workgroups as tiles times chunks."""
     if "split" not in extra:
         return workgroups
@@ -95,7 +96,13 @@ def cases() -> Iterator[tuple[str, str, tuple[Any, ...], dict[str, Any]]]:
         for dtype in ("float16", "float32"):
             kw = {"mainloop": "mma", "transform": transform, "workgroups": _wgs(132, extra, t), **extra}
             yield f"mma/{t}/{dtype}/{transform}", "source", (SHAPE, t, dtype, False), kw
-        kw = {"mainloop": "mma", "transform": transform, "workgroups": _wgs(100, extra, t, (1000, 1000, 999)), "vector": False, **extra}
+        kw = {
+            "mainloop": "mma",
+            "transform": transform,
+            "workgroups": _wgs(100, extra, t, (1000, 1000, 999)),
+            "vector": False,
+            **extra,
+        }
         yield f"mma-scalar/{t}/{transform}", "source", ((1000, 1000, 999), t, "float16", False), kw
     for kw2 in ({"warps": 2}, {"warps": 8, "stages": 4}, {"fetch_step": 0}, {"ctas_per_sm": 2}):
         kw = {"mainloop": "mma", "transform": "streamk", "workgroups": 132, **kw2}
