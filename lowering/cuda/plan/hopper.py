@@ -64,7 +64,7 @@ A_STAGE_MIN_BYTES = 8192
 
 def reduction_launch(layout: dict[str, int]) -> tuple[int, int, int, int]:
     """Threads, shared memory, cluster size and CTAs per workgroup of a kernel that loads no tiles
-    (:meth:`HopperCodegen._reduction_kernel`)."""
+    (:meth:`~lowering.cuda.emit.hopper.HopperEmitter._reduction_kernel`)."""
     return 128, 0, 1, layout["CLUSTER"] * layout["R_PIECES"]
 
 
