@@ -96,13 +96,12 @@ def mma_plan(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) ->
     t = 32 * warps
     if dtype == "float16":
         wm, wn, mi, ni = fp16_warps(macro_tile, warps)
-        stages, a_stage, b_stage, smem = pipeline(macro_tile, dtype, stages)
-        return MmaPlan(bm, bn, bk, t, t, wm=wm, wn=wn, mi=mi, ni=ni, nacc=mi * ni * 4, stages=stages,
-                       a_stage=a_stage, b_stage=b_stage, smem_bytes=smem)  # fmt: skip
-    ty, tm, tn = fp32_threads(macro_tile, warps)
+        threads = {"wm": wm, "wn": wn, "mi": mi, "ni": ni, "nacc": mi * ni * 4}
+    else:
+        ty, tm, tn = fp32_threads(macro_tile, warps)
+        threads = {"ty": ty, "tm": tm, "tn": tn, "nacc": tm * tn}
     stages, a_stage, b_stage, smem = pipeline(macro_tile, dtype, stages)
-    return MmaPlan(bm, bn, bk, t, t, ty=ty, tm=tm, tn=tn, nacc=tm * tn, stages=stages,
-                   a_stage=a_stage, b_stage=b_stage, smem_bytes=smem)  # fmt: skip
+    return MmaPlan(bm, bn, bk, t, t, **threads, stages=stages, a_stage=a_stage, b_stage=b_stage, smem_bytes=smem)
 
 
 def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
