@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions", "warp_grid"]
+__all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions", "options_from", "warp_grid"]
 
 MAINLOOPS = ("auto", "wgmma", "mma")
 CLUSTERS = (0, 1, 2, 4, 8)  # CTAs per workgroup on the wgmma path (0: the fewest that fit)
@@ -152,3 +154,13 @@ class CudaOptions:
             ring = (bm * bk + bk * bn) * (2 if dtype == "float16" else 4)
             stages = max(2, min(3 if warps <= 4 else 4, SMEM_PER_CTA.get(self.arch, 99 << 10) // ctas // ring))
         return warps, stages
+
+
+def options_from(options: dict[str, Any]) -> CudaOptions:
+    """The :class:`CudaOptions` of ``compile``'s keyword arguments (``build`` aside); ``ValueError`` naming the valid
+    ones for any other."""
+    names = {f.name for f in dataclasses.fields(CudaOptions)}
+    unknown = set(options) - names - {"build"}
+    if unknown:
+        raise ValueError(f"unknown CUDA options {sorted(unknown)}; valid: {sorted(names | {'build'})}")
+    return CudaOptions(**{k: v for k, v in options.items() if k in names})

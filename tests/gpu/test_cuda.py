@@ -433,13 +433,14 @@ def test_compute_sanitizer(tool):
 NEVER_COMPLETES = textwrap.dedent("""
     import time
     import numpy as np, ctgraph
-    import lowering.cuda.hopper as hopper
+    import dataclasses
+    import lowering.cuda.emit.hopper as hopper
     hopper.WATCHDOG_NS = 300_000_000  # 0.3 s instead of 20
-    layout = hopper.hopper_layout
+    plan = hopper.hopper_plan
     def short_by_16_bytes(*args, **kwargs):  # each stage expects 16 bytes more than its boxes bring
-        L = layout(*args, **kwargs)
-        return {**L, "STAGE_BYTES": L["STAGE_BYTES"] + 16}
-    hopper.hopper_layout = short_by_16_bytes
+        P = plan(*args, **kwargs)
+        return dataclasses.replace(P, stage_bytes=P.stage_bytes + 16)
+    hopper.hopper_plan = short_by_16_bytes
     begin = time.monotonic()
     kern = ctgraph.compile(ctgraph.gemm(256, 256, 256, macro_tile=MACRO_TILE), transform="streamk2tile",
                            target="cuda", mainloop="wgmma", **OPTIONS)

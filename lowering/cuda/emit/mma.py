@@ -1,4 +1,5 @@
-"""Control graph -> one CUDA C++ translation unit with an ``extern "C" __global__`` entry point.
+"""The mma.sync emitter: a kernel of the control graph and its :class:`~lowering.cuda.plan.mma.MmaPlan` -> CUDA C++
+with an ``extern "C" __global__`` entry point (any sm_80+ GPU).
 
 One CTA runs one workgroup's program (``wg = blockIdx.x``); loops, assignments and conditions are
 printed from the control graph's expressions by :mod:`lowering.cuda.printer`. The tile operations
@@ -20,7 +21,6 @@ Accumulators live in registers as ``acc[NACC]``; partials go to the fp32 workspa
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,76 +28,16 @@ import sympy
 
 from ctgraph import control as C
 
-from .divisors import PRELUDE as DIVISORS
-from .divisors import fast_divisors
-from .options import CudaOptions, warp_grid
-from .printer import IndexPrinter, cxx
-from .ptx import render
+from ..plan.mma import MmaPlan, mma_plan
+from ..ptx import render
+from .base import ELEM, Emitter
 
-__all__ = ["generate", "layout"]
-
-ELEM = {"float16": "half", "float32": "float"}
-SPIN_LIMIT = 1 << 24  # polls of a fixup flag before the kernel traps: an error (seconds), never a hang
-
-
-def layout(macro_tile: tuple[int, int, int], dtype: str, opts: CudaOptions) -> dict[str, int]:
-    """Tile constants of the kernel; ``ValueError`` when the macro tile does not fit the instruction set."""
-    bm, bn, bk = macro_tile
-    warps, stages = opts.mma_shape(macro_tile, dtype)
-    t = 32 * warps
-    if dtype == "float16":
-        grid = warp_grid(bm, bn, warps)
-        if grid is None or bk % 16:
-            raise ValueError(
-                f"macro_tile {macro_tile} does not fit the fp16 mma path with {warps} warps: it needs a "
-                f"WM x WN grid of the warps with BM a multiple of 16*WM and BN of 16*WN, and BK a multiple of 16"
-            )
-        wm, wn = grid
-        mi, ni = bm // wm // 16, bn // wn // 8
-        return {
-            "BM": bm,
-            "BN": bn,
-            "BK": bk,
-            "THREADS": t,
-            "BLOCK": t,
-            "WM": wm,
-            "WN": wn,
-            "MI": mi,
-            "NI": ni,
-            "NACC": mi * ni * 4,
-            "STAGES": stages,
-            "A_STAGE": bm * bk,
-            "B_STAGE": bk * bn,
-            "SMEM_BYTES": stages * (bm * bk + bk * bn) * 2,
-        }
-    ty = t // 16  # fp32 FMA path: a 16 x (threads/16) thread grid, each thread a strided TM x TN block
-    if bm % ty or bn % 16:
-        raise ValueError(
-            f"the fp32 FMA path with {warps} warps needs BM a multiple of {ty} and BN of 16, "
-            f"got macro_tile {macro_tile}"
-        )
-    stages = min(stages, 2)  # element loads are synchronous: a deeper pipeline buys nothing
-    # NOTE: A rows are padded by one float so the column reads of the FMA loop avoid bank conflicts.
-    return {
-        "BM": bm,
-        "BN": bn,
-        "BK": bk,
-        "THREADS": t,
-        "BLOCK": t,
-        "TY": ty,
-        "TM": bm // ty,
-        "TN": bn // 16,
-        "NACC": (bm // ty) * (bn // 16),
-        "STAGES": stages,
-        "A_STAGE": bm * (bk + 1),
-        "B_STAGE": bk * bn,
-        "SMEM_BYTES": stages * (bm * (bk + 1) + bk * bn) * 4,
-    }
+__all__ = ["MmaEmitter"]
 
 
 @dataclass(frozen=True)
 class _Hoisted:
-    """A vector tile load split by :meth:`_Codegen._hoist`: vectors per thread, row step, per-fetch mask,
+    """A vector tile load split by :meth:`MmaEmitter._hoist`: vectors per thread, row step, per-fetch mask,
     and the symbols of the thread's first row and its column."""
 
     reps: int
@@ -113,89 +53,11 @@ class _Hoisted:
         return self.di % 8 == 0
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.depth = 0
+class MmaEmitter(Emitter):
+    """One kernel of the mma.sync path: ``mma.sync`` (fp16) or FMA (fp32) K loop fed by ``cp.async``."""
 
-    def __call__(self, line: str = "") -> None:
-        self.lines.append("    " * self.depth + line if line else "")
-
-    def open(self, line: str) -> None:
-        self(line + " {")
-        self.depth += 1
-
-    def close(self, tail: str = "") -> None:
-        self.depth -= 1
-        self("}" + tail)
-
-
-def generate(cg: C.ControlGraph, opts: CudaOptions) -> str:
-    """One CUDA C++ translation unit with an entry point per kernel of the control graph (byte-identical for
-    the same graph and options)."""
-    templates: set[str] = set()
-    divisors = fast_divisors(cg)  # NOTE: of the whole unit: its kernels share one parameter list
-    if opts.mainloop == "wgmma":
-        from .hopper import HopperCodegen
-
-        parts: list[_Codegen] = [HopperCodegen(cg, opts, tag, templates, divisors) for tag in cg.kernels]
-    else:
-        templates |= {"cp_async_commit", "cp_async_wait"}
-        parts = [_Codegen(cg, opts, tag, templates, divisors) for tag in cg.kernels]
-    bodies = "\n".join(p.body for p in parts)
-    return parts[0].prelude(bodies) + bodies
-
-
-class _Codegen:
-    sync = "__syncthreads();"  # the barrier of the threads that run the fixup and epilogue
-    nacc = "NACC"  # the length of ``acc``: a thread's accumulators
-    first_acc = "0"  # which of the thread's accumulators ``acc[0]`` is (a CTA that holds a slice: see hopper.py)
-
-    def __init__(
-        self,
-        cg: C.ControlGraph,
-        opts: CudaOptions,
-        kernel: int,
-        templates: set[str],
-        divisors: frozenset[sympy.Symbol],
-    ) -> None:
-        self.cg, self.tag = cg, kernel
-        self.kernel: C.Kernel = cg[kernel]  # type: ignore[assignment]
-        self.dtype = self.kernel.dtype
-        # NOTE: warps and stages are the mma path's; the wgmma path sizes its own warpgroups and ring
-        self.opts = opts if opts.mainloop == "wgmma" else opts.for_tile(self.kernel.macro_tile, self.dtype)
-        self.mma = self.dtype == "float16"
-        self.L = self.layout()
-        self.vector = opts.vector and self.mma
-        self.templates = templates  # NOTE: shared by the kernels of one unit; the prelude renders them all
-        self.divisors = divisors  # the unit's ctg::Divisor parameters (fast_divisors)
-        self.printer = IndexPrinter(self.divisors)
-        self.w = _Writer()
-        self.body = self._kernel()
-
-    def layout(self) -> dict[str, int]:
-        return layout(self.kernel.macro_tile, self.dtype, self.opts)
-
-    # --- pieces ------------------------------------------------------------------------------------
-
-    def cxx(self, e: sympy.Basic | int) -> str:
-        """C++ text of an index expression, dividing by ``ctg::Divisor`` parameters."""
-        return cxx(e, self.printer)
-
-    def _params(self) -> str:
-        """The kernel's size parameters: ``int``, or ``ctg::Divisor`` for those that index math divides by."""
-        return ", ".join(
-            f"const {'ctg::Divisor' if p in self.divisors else 'int'} {p.name}" for p in self.kernel.params
-        )
-
-    def _divisor_prelude(self) -> str:
-        return f"{DIVISORS}\n" if self.divisors else ""
-
-    def constants(self, used: str) -> str:
-        """``constexpr`` lines for the layout constants that ``used`` (kernels, templates) names: nvcc warns
-        of the others."""
-        words = set(re.findall(r"\w+", used))
-        return "\n".join(f"constexpr int {k} = {v};" for k, v in self.L.items() if k in words)
+    def _plan(self) -> MmaPlan:
+        return mma_plan(self.kernel.macro_tile, self.dtype, self.opts)
 
     def prelude(self, bodies: str) -> str:
         templates = render(self.templates)
@@ -245,58 +107,6 @@ class _Codegen:
         w.depth -= 1
         w("}")
         return "\n".join(w.lines) + "\n"
-
-    def _is_mainloop(self, tag: int) -> bool:
-        """The innermost K loop ``k = ...; LoadTile A; LoadTile B; Multiply``, lowered by :meth:`_mainloop`."""
-        return [type(self.cg[c]) for c in self.cg.body(tag)] == [C.Assign, C.LoadTile, C.LoadTile, C.Multiply]
-
-    def _variables(self) -> set[sympy.Symbol]:
-        """The kernel-scope ``int`` variables: loop counters and assignment targets, except a K loop's
-        K-tile index, which each fetch declares for itself."""
-        out, local = set(), set()
-        for t, _ in self.cg.walk(self.tag):
-            node = self.cg[t]
-            if isinstance(node, C.Assign):
-                out.add(node.target)
-            elif isinstance(node, C.ForLoop):
-                out.add(node.counter)
-                if self._is_mainloop(t):
-                    local.add(self.cg[self.cg.body(t)[0]].target)
-        return out - local
-
-    def _body(self, tag: int) -> None:
-        for child in self.cg.body(tag):
-            node = self.cg[child]
-            getattr(self, f"_{type(node).__name__}")(child, node)
-
-    # --- control -----------------------------------------------------------------------------------
-
-    def _ForLoop(self, tag: int, node: C.ForLoop) -> None:
-        if self._is_mainloop(tag):
-            self._mainloop(tag, node)
-            return
-        c = node.counter.name
-        self.w.open(f"for ({c} = {self.cxx(node.init)}; {self.cxx(node.condition)}; {c} += {self.cxx(node.increment)})")
-        self._loop_body(tag)
-        self.w.close()
-
-    def _loop_body(self, tag: int) -> None:
-        """The body of loop ``tag`` (not a K loop), inside its ``for``."""
-        self._body(tag)
-
-    def _If(self, tag: int, node: C.If) -> None:
-        self.w.open(f"if ({self.cxx(node.condition)})")
-        self._body(tag)
-        self.w.close()
-
-    def _Assign(self, tag: int, node: C.Assign) -> None:
-        self.w(f"{node.target.name} = {self.cxx(node.value)};")
-
-    def _ZeroAccumulator(self, tag: int, node: C.ZeroAccumulator) -> None:
-        self.w("#pragma unroll")
-        self.w(f"for (int e_ = 0; e_ < {self.nacc}; ++e_) acc[e_] = 0.f;")
-
-    # --- the pipelined K loop ----------------------------------------------------------------------
 
     def _mainloop(self, tag: int, node: C.ForLoop) -> None:
         w = self.w
@@ -350,27 +160,6 @@ class _Codegen:
         w("cp_async_wait<0>();")
         w("__syncthreads();")
         w.close()
-
-    def _trip_count(self, node: C.ForLoop) -> None:
-        """Declare ``count_``, the trip count of K loop ``node``, whose condition holds on a prefix of
-        ``[0, extent]``: when it holds at ``extent - 1`` the loop runs the whole range (one test: every tile
-        a workgroup does not share), else bisection finds where it stops. Each test is serial index math
-        (~250 cycles on the H100), paid per tile before the tile's first load and first MMA."""
-        if node.increment != 1 or node.extent is None:
-            raise NotImplementedError("the CUDA mainloop needs a unit-step K loop with a known extent")
-        w, f = self.w, sympy.Symbol("f_", integer=True, nonnegative=True)
-        cond = self.cxx(node.condition.subs(node.counter, f))
-        w(f"// K loop: trip count from its condition (true on a prefix of [0, {self.cxx(node.extent)}])")
-        w(f"int lo_ = 0, hi_ = {self.cxx(node.extent)};")
-        w.open("if (hi_ > 0)")
-        w("const int f_ = hi_ - 1;")
-        w(f"if ({cond}) lo_ = hi_;  // the whole range")
-        w.close()
-        w.open("while (lo_ < hi_)")
-        w("const int f_ = (lo_ + hi_) >> 1;")
-        w(f"if ({cond}) lo_ = f_ + 1; else hi_ = f_;")
-        w.close()
-        w("const int count_ = lo_;")
 
     def _hoist(self, node: C.LoadTile, k: sympy.Symbol) -> _Hoisted | None:
         """Split a vector tile load into what is fixed for the whole K loop and what moves with ``k``.
@@ -588,111 +377,5 @@ class _Codegen:
         w("for (int r_ = 0; r_ < TM; ++r_)")
         w("#pragma unroll")
         w("    for (int c_ = 0; c_ < TN; ++c_) acc[r_ * TN + c_] = fmaf(ra_[r_], rb_[c_], acc[r_ * TN + c_]);")
-        w.close()
-        w.close()
-
-    # --- fixup and epilogue --------------------------------------------------------------------------
-
-    def _slot(self, slot: sympy.Expr) -> str:
-        """This CTA's fp32 partial tile in workspace slot ``slot``."""
-        return f"workspace + (size_t)({self.cxx(slot)}) * (BM * BN)"
-
-    def _flag(self, flag: sympy.Expr) -> str:
-        """This CTA's fixup flag ``flag``."""
-        return f"flags + ({self.cxx(flag)})"
-
-    def _StorePartial(self, tag: int, node: C.StorePartial) -> None:
-        self.w.open("")
-        self.w(f"float* ws_ = {self._slot(node.slot)};")
-        self.w("#pragma unroll")
-        self.w("for (int e_ = 0; e_ < NACC; ++e_) ws_[e_ * THREADS + tid_] = acc[e_];")
-        self.w.close()
-
-    def _AccumulatePartial(self, tag: int, node: C.AccumulatePartial) -> None:
-        self.w.open("")
-        self.w(f"const float* ws_ = {self._slot(node.slot)};")
-        self.w("#pragma unroll")
-        self.w("for (int e_ = 0; e_ < NACC; ++e_) acc[e_] += ws_[e_ * THREADS + tid_];")
-        self.w.close()
-
-    def _Signal(self, tag: int, node: C.Signal) -> None:
-        if node.value:
-            self.templates.add("red_release_add")
-            self.w(f"{self.sync}  // every thread's partial is written before the release")
-            self.w(f"if (tid_ == 0) red_release_add({self._flag(node.flag)}, {node.value}u);")
-        else:
-            self.templates.add("st_relaxed")
-            self.w(f"if (tid_ == 0) st_relaxed({self._flag(node.flag)}, 0u);  // reset for the next launch")
-
-    def _Wait(self, tag: int, node: C.Wait) -> None:
-        self.w.open("if (tid_ == 0)")
-        self._spin(node)
-        self.w.close()
-        self.w(self.sync)
-
-    def _spin(self, node: C.Wait) -> None:
-        """Poll the flag with acquire loads until it holds the value; trap after ``SPIN_LIMIT`` polls."""
-        self.templates.add("ld_acquire")
-        self.w(f"unsigned spins_ = 0, limit_ = {SPIN_LIMIT}u;")
-        self.w(f"while (ld_acquire({self._flag(node.flag)}) != {node.value}u)")
-        self.w("    if (++spins_ > limit_) __trap();  // a flag that never comes is an error, not a hang")
-
-    def _acc_element(self) -> str:
-        """C++ of the accumulator that ``acc[e_]`` holds: ``e_``, or ``first_acc + e_`` in a slice."""
-        return "e_" if self.first_acc == "0" else f"({self.first_acc} + e_)"
-
-    def _acc_coords(self) -> tuple[str, str]:
-        """Tile row and column of ``acc[e_]`` of this thread."""
-        e = self._acc_element()
-        if self.mma:
-            row = f"warp_m_ * (BM / WM) + ({e} / (NI * 4)) * 16 + (lane_ >> 2) + (({e} & 2) ? 8 : 0)"
-            col = f"warp_n_ * (BN / WN) + (({e} / 4) % NI) * 8 + (lane_ & 3) * 2 + ({e} & 1)"
-        else:
-            row, col = f"ty_ + TY * ({e} / TN)", f"tx_ + 16 * ({e} % TN)"
-        return row, col
-
-    def _Epilogue(self, tag: int, node: C.Epilogue) -> None:
-        w = self.w
-        row, col = self._acc_coords()
-        i, j = node.row, node.col
-        # NOTE: fp16 fragments hold column pairs (j, j+1) in elements (e, e+1): one 4-byte store when the
-        # pair is in bounds and D's address steps by one along j (an aligned half2).
-        step = sympy.expand(node.address.subs(j, j + 1) - node.address)
-        if self.dtype != "float16" or step != 1:
-            self._epilogue_scalar(node, row, col)
-            return
-        w("#pragma unroll")
-        w.open(f"for (int e_ = 0; e_ < {self.nacc}; e_ += 2)")
-        w(f"const int {i.name} = {row}, {j.name} = {col};")
-        w(f"const bool ok0_ = {self.cxx(node.mask)}, ok1_ = {self.cxx(node.mask.subs(j, j + 1))};")
-        w(f"const int at_ = {self.cxx(node.address)};")
-        w("float v0_ = alpha * acc[e_], v1_ = alpha * acc[e_ + 1];")
-        w.open("if (beta != 0.f)")
-        w("if (ok0_) v0_ += beta * __half2float(C[at_]);")
-        w("if (ok1_) v1_ += beta * __half2float(C[at_ + 1]);")
-        w.close()
-        w(
-            "if (ok0_ && ok1_ && (reinterpret_cast<size_t>(D + at_) & 3) == 0) "
-            "*reinterpret_cast<__half2*>(D + at_) = __halves2half2(__float2half(v0_), __float2half(v1_));"
-        )
-        w.open("else")
-        w("if (ok0_) D[at_] = __float2half(v0_);")
-        w("if (ok1_) D[at_ + 1] = __float2half(v1_);")
-        w.close()
-        w.close()
-
-    def _epilogue_scalar(self, node: C.Epilogue, row: str, col: str) -> None:
-        w = self.w
-        i, j = node.row.name, node.col.name
-        cast = "__float2half" if self.dtype == "float16" else ""
-        load = "__half2float" if self.dtype == "float16" else ""
-        w("#pragma unroll")
-        w.open(f"for (int e_ = 0; e_ < {self.nacc}; ++e_)")
-        w(f"const int {i} = {row}, {j} = {col};")
-        w.open(f"if ({self.cxx(node.mask)})")
-        w(f"const int at_ = {self.cxx(node.address)};")
-        w("float v_ = alpha * acc[e_];")
-        w(f"if (beta != 0.f) v_ += beta * {load}(C[at_]);")
-        w(f"D[at_] = {cast}(v_);")
         w.close()
         w.close()
