@@ -19,7 +19,7 @@ import numpy as np
 
 from ctgraph.control import Wait
 from ctgraph.lower import launch_grids, lower_to_control, partial_slots
-from ctgraph.operands import check_scalars
+from ctgraph.operands import check_no_overlap, check_scalars, expected_shapes, host_range
 from ctgraph.params import bindings
 
 from .divisors import Divisor, fast_divisors
@@ -204,6 +204,7 @@ class CudaProgram:
         if C is None and beta != 0:
             raise ValueError("C is required when beta != 0 (pass C, or beta=0.0)")
         ops = {n: classify(p, n, x) for n, x in (("A", A), ("B", B), ("C", C), ("out", out)) if x is not None}
+        check_out(p, ops)  # before any copy or launch
         handle = _stream_handle(stream)
         self.build()
         import pycuda.gpuarray as ga
@@ -273,6 +274,23 @@ class CudaProgram:
             tensor_map(d, p.m, p.n, lay["D_ROWS"], 64, 128),
             *([tensor_map(d, p.m, p.n, *d_tail_box(lay))] if lay["D_TAIL"] else []),
         ]
+
+
+def byte_range(p: Any, op: Operand) -> tuple[int, int]:
+    """The bytes ``[start, end)`` of a contiguous operand: a numpy array's, or a device buffer's from its pointer."""
+    if op.host:
+        return host_range(op.obj)
+    rows, cols = expected_shapes(p)[op.name]
+    return op.ptr, op.ptr + rows * cols * np.dtype(p.dtype).itemsize
+
+
+def check_out(p: Any, ops: dict[str, Operand]) -> None:
+    """``ValueError`` where ``out`` shares bytes with A, B or C in its memory space (host arrays and device buffers
+    never do): tiles of D would be written while other tiles still read them."""
+    out = ops.get("out")
+    if out is not None:
+        same = {n: byte_range(p, ops[n]) for n in ("A", "B", "C") if n in ops and ops[n].host == out.host}
+        check_no_overlap(byte_range(p, out), same)
 
 
 def _stream_handle(stream: Any) -> int:
