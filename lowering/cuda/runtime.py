@@ -289,7 +289,9 @@ def check_out(p: Any, ops: dict[str, Operand]) -> None:
     never do): tiles of D would be written while other tiles still read them."""
     out = ops.get("out")
     if out is not None:
-        same = {n: byte_range(p, ops[n]) for n in ("A", "B", "C") if n in ops and ops[n].host == out.host}
+        same: dict[str, tuple[int, int] | None] = {
+            n: byte_range(p, ops[n]) for n in ("A", "B", "C") if n in ops and ops[n].host == out.host
+        }
         check_no_overlap(byte_range(p, out), same)
 
 
