@@ -15,10 +15,11 @@ from typing import Any
 from . import knobs
 from .backends import backend, check_options, resolve_target
 from .checks import check_build, check_grid, check_index_range
+from .counts import split_for_budget, splitk_workgroups
 from .deps import require_cuda
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
-from .passes import TAKES_SPLIT, pass_options, split_chunks, split_for_budget
+from .passes import TAKES_SPLIT, pass_options
 from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
 from .select import Selection
@@ -110,11 +111,13 @@ class Kernel:
 def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[int, int]:
     """splitk runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget it fits in.
 
-    Without ``split``, the most chunks that fit: ``split = workgroups // tiles`` (at least 1).
+    Without ``split``, the most chunks that fit: ``split = workgroups // tiles`` (at least 1). The arithmetic is
+    :mod:`ctgraph.counts`' (:func:`~ctgraph.counts.split_for_budget`, :func:`~ctgraph.counts.splitk_workgroups`).
     """
-    tiles = p.tiles[0] * p.tiles[1]
+    mt, nt, kt = p.tiles
+    tiles = mt * nt
     split = int(split_for_budget(tiles, workgroups)) if split is None else split
-    need = tiles * int(split_chunks(p.tiles[2], split)[0])
+    need = splitk_workgroups(tiles, kt, split)
     if need > workgroups:
         raise ValueError(
             f"splitk needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
