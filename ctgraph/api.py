@@ -157,7 +157,8 @@ def compile(
     ``ValueError`` (:mod:`ctgraph.checks`); on "cpu" split-K's default budget is ``max(8, tiles * split)``, so
     the default grid fits any GEMM. Without a GPU, "auto" decides for the known device of
     ``CTGRAPH_TARGET_DEVICE`` (default the H100 SXM).
-    ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
+    ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable), or the name of a backend
+    registered with :func:`ctgraph.backends.register` (the contract: :class:`ctgraph.backends.Backend`).
     ``build`` (True or False, default True): ``build=False`` defers lowering and compilation to the first
     use: ``kern.source`` of a "cuda" kernel then needs no GPU, pycuda or nvcc, and nothing that grows with
     the GEMM (such as the schedule) is computed until asked for. ``target="cuda"`` with ``build=True`` needs
@@ -170,7 +171,7 @@ def compile(
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
     build = check_build(options)
     target = resolve_target(target)
-    check_options(options)
+    check_options(options, target)
     if autotune is None:
         autotune = knobs.autotune()
     if not isinstance(autotune, bool):
