@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast test-gpu bench lint golden clean
+.PHONY: run test test-all test-fast test-slow test-gpu bench lint golden clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,13 +17,21 @@ venv: $(STAMP)
 run: $(STAMP)           ## build the seed example (160x192x4096, 16x16x8 tiles, 32 WGs), run it, write dumps to out/
 	$(PY) examples/seed_example.py --out out
 
-test: $(STAMP)          ## lint, type-check, and every test that needs no GPU (GPU tests skip with a reason)
+test: $(STAMP)          ## the fast loop: lint, type-check, and the tests that need no GPU but the slow sweeps
+	$(PY) -m ruff check ctgraph lowering tests examples
+	$(PY) -m mypy
+	$(PY) -m pytest -n 2 -q -m "not slow" tests
+
+test-all: $(STAMP)      ## lint, type-check, and every test, the slow sweeps included (GPU tests skip with a reason)
 	$(PY) -m ruff check ctgraph lowering tests examples
 	$(PY) -m mypy
 	$(PY) -m pytest -n 2 -q tests
 
-test-fast: $(STAMP)
+test-fast: $(STAMP)     ## the fast tests alone (no lint)
 	$(PY) -m pytest -n 2 -q -m "not slow" tests
+
+test-slow: $(STAMP)     ## the slow sweeps alone: what test-all adds to test
+	$(PY) -m pytest -n 2 -q -m slow tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check ctgraph lowering tests examples

@@ -15,10 +15,11 @@ from typing import Any
 from . import knobs
 from .backends import backend, check_options, resolve_target
 from .checks import check_build, check_grid, check_index_range
+from .counts import split_for_budget, splitk_workgroups
 from .deps import require_cuda
 from .gemm import GemmProblem
 from .graph import CoordinateGraph
-from .passes import TAKES_SPLIT, pass_options, split_chunks, split_for_budget
+from .passes import TAKES_SPLIT, pass_options
 from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
 from .select import Selection
@@ -114,11 +115,13 @@ class Kernel:
 def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[int, int]:
     """splitk runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget it fits in.
 
-    Without ``split``, the most chunks that fit: ``split = workgroups // tiles`` (at least 1).
+    Without ``split``, the most chunks that fit: ``split = workgroups // tiles`` (at least 1). The arithmetic is
+    :mod:`ctgraph.counts`' (:func:`~ctgraph.counts.split_for_budget`, :func:`~ctgraph.counts.splitk_workgroups`).
     """
-    tiles = p.tiles[0] * p.tiles[1]
+    mt, nt, kt = p.tiles
+    tiles = mt * nt
     split = int(split_for_budget(tiles, workgroups)) if split is None else split
-    need = tiles * int(split_chunks(p.tiles[2], split)[0])
+    need = splitk_workgroups(tiles, kt, split)
     if need > workgroups:
         raise ValueError(
             f"splitk needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
@@ -158,7 +161,8 @@ def compile(
     ``ValueError`` (:mod:`ctgraph.checks`); on "cpu" split-K's default budget is ``max(8, tiles * split)``, so
     the default grid fits any GEMM. Without a GPU, "auto" decides for the known device of
     ``CTGRAPH_TARGET_DEVICE`` (default the H100 SXM).
-    ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable).
+    ``target``: "cpu", "cuda" or "auto" (cuda when a GPU and pycuda are usable), or the name of a backend
+    registered with :func:`ctgraph.backends.register` (the contract: :class:`ctgraph.backends.Backend`).
     ``build`` (True or False, default True): ``build=False`` defers lowering and compilation to the first
     use: ``kern.source`` of a "cuda" kernel then needs no GPU, pycuda or nvcc, and nothing that grows with
     the GEMM (such as the schedule) is computed until asked for. ``target="cuda"`` with ``build=True`` needs
@@ -171,7 +175,7 @@ def compile(
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
     build = check_build(options)
     target = resolve_target(target)
-    check_options(options)
+    check_options(options, target)
     if autotune is None:
         autotune = knobs.autotune()
     if not isinstance(autotune, bool):

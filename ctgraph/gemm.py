@@ -22,6 +22,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
+from .counts import ceil_div, problem_tiles
 from .dimensions import ForLoop, MacroTileIndex, MacroTileNumber, SubDimension, User
 from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
@@ -43,9 +44,8 @@ class GemmProblem:
 
     @property
     def tiles(self) -> tuple[int, int, int]:
-        """Number of macro tiles along m, n and k (partial tiles included)."""
-        bm, bn, bk = self.macro_tile
-        return -(-self.m // bm), -(-self.n // bn), -(-self.k // bk)
+        """Number of macro tiles along m, n and k (partial tiles included): :func:`ctgraph.counts.problem_tiles`."""
+        return problem_tiles(self.m, self.n, self.k, self.macro_tile)
 
 
 def positive_int(name: str, value: object) -> int:
@@ -86,7 +86,7 @@ def _tensor(
     numbers_, subs = [], []
     for d, (extent, param, tile, tiles_param) in enumerate((rows, cols)):
         sub = g.add_dimension(SubDimension(extent, tensor=name, dim=d, param=param))
-        num = g.add_dimension(MacroTileNumber(-(-extent // tile), tensor=name, dim=d, param=tiles_param))
+        num = g.add_dimension(MacroTileNumber(ceil_div(extent, tile), tensor=name, dim=d, param=tiles_param))
         idx = g.add_dimension(MacroTileIndex(tile, tensor=name, dim=d))
         g.add_edge(Tile(), inputs=[sub], outputs=[num, idx])
         subs.append(sub)

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import knobs
+from ..counts import split_chunks, split_for_budget, split_sk_dp
 from ..graph import CoordinateGraph
 from .common import PassOptions
 from .dataparallel import dataparallel
-from .splitk import split_chunks, split_for_budget, splitk, splitk_reduce
+from .splitk import splitk, splitk_reduce
 from .streamk import flatten_mnk, streamk
-from .streamk2tile import split_sk_dp, streamk2tile, sunder_sk_dp
+from .streamk2tile import streamk2tile, sunder_sk_dp
 
 __all__ = [
     "PIPELINES",

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..counts import per_workgroup
 from ..dimensions import ForLoop, Linear, MacroTileNumber, Workgroup
 from ..edges import Flatten, Split, Tile
-from ..expr import ceildiv
 from ..graph import CoordinateGraph
 
 __all__ = [
@@ -140,7 +140,7 @@ def distribute(g: CoordinateGraph, space: int, workgroups: int, section: str = "
     ``perWG = ceil(|space| / g)``. The outer loop ``forTile`` advances by however many iterations the
     inner ``forK`` loop ran; the kernel stops both where ``space`` or the range ends.
     """
-    per_wg = ceildiv(g.size(space), workgroups)
+    per_wg = per_workgroup(g.size(space), workgroups)
     wg = g.add_dimension(Workgroup(workgroups, section=section, param="numWGs"))
     local = g.add_dimension(Linear(per_wg, name=f"{section + ' ' if section else ''}tiles of this WG", param=param))
     g.add_edge(Tile(), inputs=[space], outputs=[wg, local])
@@ -163,7 +163,7 @@ def distribute_rounds(
     :func:`distribute` over the same tiles would run tiles ``perWG`` apart at once.
     """
     prefix = f"{section} " if section else ""
-    size, name = ceildiv(g.size(tiles), workgroups), f"num{section}Rounds" if section else "tileRounds"
+    size, name = per_workgroup(g.size(tiles), workgroups), f"num{section}Rounds" if section else "tileRounds"
     rounds = g.add_dimension(Linear(size, name=f"{prefix}tile round", param=name))
     wg = g.add_dimension(Workgroup(workgroups, section=section, param="numWGs"))
     g.add_edge(Tile(), inputs=[tiles], outputs=[rounds, wg])

@@ -16,29 +16,15 @@ For few tiles and long K (where data-parallel leaves most of the GPU idle).
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
+from ..counts import split_chunks, split_for_budget
 from ..dimensions import ForLoop, Linear, Workgroup
 from ..edges import Flatten, PassThrough, Split, Tile
 from ..graph import CoordinateGraph
 from .common import PassOptions, gemm_tiles, output_tile_numbers
 
-__all__ = ["split_chunks", "split_for_budget", "splitk", "splitk_reduce"]
+__all__ = ["split_chunks", "split_for_budget", "splitk", "splitk_reduce"]  # the first two: ctgraph.counts
 
 REDUCE = "reduce"  # the section name of the separate reduction's workgroups
-
-
-def split_for_budget(tiles: int, workgroups: Any) -> Any:
-    """Chunks per tile when ``workgroups`` are shared out over ``tiles`` (at least 1; numpy arrays work too)."""
-    return np.maximum(1, workgroups // tiles)
-
-
-def split_chunks(k_iters: int, split: Any) -> tuple[Any, Any]:
-    """``(chunks, iterations per chunk)``: ``s' = ceil(Kt / c)`` non-empty chunks of ``c = ceil(Kt / s)``."""
-    per = -(-int(k_iters) // split)
-    return -(-int(k_iters) // per), per
 
 
 def splitk(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:

@@ -17,42 +17,23 @@ an owner rarely waits long, and the data-parallel tiles that follow need no sync
 
 from __future__ import annotations
 
-import numpy as np
 import sympy
 
+from ..counts import split_sk_dp
 from ..dimensions import Linear
 from ..edges import Sunder, Tile
 from ..graph import CoordinateGraph
 from .common import PassOptions, distribute, distribute_rounds
 from .streamk import _global_tiles
 
-__all__ = ["split_sk_dp", "streamk2tile", "sunder_sk_dp"]
+__all__ = ["split_sk_dp", "streamk2tile", "sunder_sk_dp"]  # split_sk_dp: from ctgraph.counts, its home
 
 # NOTE: ``streamk_hybrid`` (Stream-K++'s DP + b SK batches) runs these same two passes with
 # ``PassOptions.sk_batches = b``; ``streamk2tile`` is the hybrid with b = 2.
 
 
-def split_sk_dp(
-    tiles: int | sympy.Expr, k_iters: int | sympy.Expr, workgroups: int | np.ndarray, batches: int = 2
-) -> tuple[int, int] | tuple[np.ndarray, np.ndarray]:
-    """``(N_SK, N_DP)`` in k-iterations for ``tiles`` output tiles of ``k_iters`` iterations each.
-
-    ``batches`` is the number of workgroup-waves of Stream-K work (Stream-K++'s hybrids): the SK part
-    holds the partial wave plus ``batches - 1`` full waves, ``N_DP = (T // g - (batches - 1)) * g * Kt``,
-    clamped at 0 (all Stream-K), and all data-parallel when ``T % g == 0``. ``batches=2`` is the two-tile
-    schedule of seed 004.
-    """
-    T, Kt = int(tiles), int(k_iters)
-    g = np.asarray(workgroups, dtype=np.int64)  # NOTE: an array of grid sizes works too (the ranker's candidates)
-    n_dp = np.where(T % g == 0, T * Kt, np.maximum(0, (T // g - (batches - 1)) * g * Kt))
-    n_sk = T * Kt - n_dp
-    if n_dp.ndim == 0:
-        return int(n_sk), int(n_dp)
-    return n_sk, n_dp
-
-
 def sunder_sk_dp(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
-    """``Sunder(global tiles; SK tiles, DP tiles, selector)`` sized by :func:`split_sk_dp`."""
+    """``Sunder(global tiles; SK tiles, DP tiles, selector)`` sized by :func:`ctgraph.counts.split_sk_dp`."""
     g = g.copy()
     space = _global_tiles(g)
     *tiles, k = (g.size(t) for t in g.inputs(g.edges_in(space)[0]))  # the output tile coordinates, then K

@@ -6,7 +6,7 @@ Generated from ``(m, n, k)``, the :class:`~ctgraph.select.target.Target` and the
 - **valid for its path**: the backend accepts the tile and layout (``backend.supports``);
 - **no CTA that computes nothing**: in the last row (column) of tiles, every CTA of a cluster's grid holds at least
   one row (column) of the output, and no grid has more workgroups than work to give;
-- **bounded padding**: the multiply-adds spent on padding (:func:`~ctgraph.select.counts.padding`) stay within
+- **bounded padding**: the multiply-adds spent on padding (:func:`~ctgraph.counts.padding`) stay within
   :data:`PAD_LIMIT`, or within :data:`PAD_SLACK` of the least any candidate tile reaches.
 
 Tiles on the wgmma path (``BK = 64``):
@@ -21,7 +21,7 @@ Tiles on the wgmma path (``BK = 64``):
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
 ``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``; Stream-K on ``R`` and on
-every in-step grid (:func:`~ctgraph.select.counts.step_grids`); split-K with a reduction kernel where
+every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where
 ``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
 groups of :data:`RASTER` tile rows (the largest divisor of the tile rows not above it: a prime count of tile rows
 gets no group, see ``docs/benchmarks.md``).
@@ -32,9 +32,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
+from ..counts import k_iterations, padding, split_sk_dp, step_grids, tile_counts
 from ..passes.common import raster_group
 from .config import Config, Layout, cluster_grid
-from .counts import k_iterations, padding, split_sk_dp, step_grids, tile_counts
 from .target import Target
 
 __all__ = [

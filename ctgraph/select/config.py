@@ -3,7 +3,7 @@
 A config is a frozen value with a stable text form (:meth:`Config.name`, :meth:`Config.parse`), so the autotune
 cache and the shipped entries store it as data. ``ctgraph.compile`` runs one through
 :meth:`Config.compile_args`: the graph's macro tile, the transform's arguments and the backend options of its
-layout. Schedule arithmetic (tile counts, K iterations) lives in :mod:`ctgraph.select.counts`.
+layout. Schedule arithmetic (tile counts, K iterations) lives in :mod:`ctgraph.counts`.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ each CTA ``BM/cm x BN/cn``; one K iteration of ``BK`` costs a CTA, with ``a`` CT
 
 A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` workgroups a fixup of
 ``FIXUP_LEVEL + (BM/cm)(BN/cn) 4 / FIXUP_RATE`` per level of a radix-4 tree, and a Stream-K section out of step
-(:func:`~ctgraph.select.counts.in_step`) streams its rows from HBM (each workgroup its own). Then per schedule, with
-``W`` waves of ``g`` workgroups and ``a`` tiles in the last (:mod:`ctgraph.select.counts`)::
+(:func:`~ctgraph.counts.in_step`) streams its rows from HBM (each workgroup its own). Then per schedule, with
+``W`` waves of ``g`` workgroups and ``a`` tiles in the last (:mod:`ctgraph.counts`)::
 
     dataparallel:   sum over waves of (t0 + kt t_it(a_w))
     streamk:        ceil(T kt / g) t_it(g) + ceil(T / g + 1) t0 + fixup levels
@@ -39,8 +39,8 @@ from importlib import resources
 from pathlib import Path
 
 from .. import knobs
+from ..counts import in_step, k_iterations, padding, per_workgroup, sk_dp_iterations, split_chunks, tile_counts, waves
 from .config import Config
-from .counts import in_step, k_iterations, padding, split_sk_dp, tile_counts, waves
 from .target import Target
 
 __all__ = ["FEATURES", "Correction", "analytic", "features", "load_correction", "predict", "user_correction_path"]
@@ -135,18 +135,18 @@ def analytic(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> f
         return LAUNCH + (w - 1) * (T0 + kt * full) + T0 + kt * tail
     if c.transform == "splitk_reduce":
         s = c.split or 1
-        per = -(-kt // s)
+        per = split_chunks(kt, s)[1]
         it = _iteration(c, m, n, k, dtype, target, min(tiles * s, g), True)
         reduce = tiles * c.tile[0] * c.tile[1] * 5 * s / target.hbm_bandwidth
         return 2 * LAUNCH + T0 + per * it + reduce
     batches = 2 if c.transform == "streamk2tile" else (c.sk_batches or 1)
-    n_sk, n_dp = (tiles * kt, 0) if c.transform == "streamk" else (int(x) for x in split_sk_dp(tiles, kt, g, batches))
+    n_sk, n_dp = sk_dp_iterations(c.transform, tiles, kt, g, batches)
     steady = bool(in_step(c.transform, tiles, kt, g, batches))
     t = LAUNCH
     if n_dp:
         t += n_dp // (g * kt) * (T0 + kt * _iteration(c, m, n, k, dtype, target, g, True))
     if n_sk:
-        per = -(-n_sk // g)
+        per = per_workgroup(n_sk, g)
         sk_tiles = n_sk // kt
         peers = -(-kt // per) + (1 if kt % per else 0) if per < kt else 1
         t += per * _iteration(c, m, n, k, dtype, target, g, steady) + math.ceil(sk_tiles / g + 1) * T0

@@ -23,12 +23,18 @@ from ctgraph.select.target import CPU, Target
 from .codegen import generate
 from .jit import cache_info, compile_ir
 
-__all__ = ["CpuProgram", "build", "cache_info", "layout_of", "run_order", "supports", "target"]
+__all__ = ["CpuProgram", "build", "cache_info", "layout_of", "options_from", "run_order", "supports", "target"]
 
 
 def target() -> Target:
     """The CPU as selection sees it: one path, workgroups run one after another."""
     return CPU
+
+
+def options_from(options: dict[str, Any]) -> dict[str, Any]:
+    """The CPU backend has no options of its own: it ignores the rest (``compile`` checks them against the CUDA
+    backend's on every built-in target, so that one call serves ``target="auto"``)."""
+    return {}
 
 
 def layout_of(macro_tile: tuple[int, int, int], dtype: str, options: dict[str, Any]) -> Layout:

@@ -28,9 +28,13 @@ from lowering.cuda.hopper import (
 from lowering.cuda.nvcc import check_cubin, nvcc_available
 from lowering.cuda.options import CudaOptions
 from tests.golden.regenerate import seed_cuda_source, seed_hopper_source
+from tests.marks import sweep
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed (CUDA toolkit)")
+# NOTE: the nvcc sweeps keep one case in `make test` (streamk2tile: Stream-K, data-parallel and the fixup in one
+# kernel; the first tile or layout) and run the rest in the slow set (`make test-all`): sweep() marks them.
+NVCC_TRANSFORMS = sweep([*ctgraph.TRANSFORMS, "splitk_reduce"], "streamk2tile")
 
 
 def cuda_kernel(
@@ -148,7 +152,7 @@ def test_golden_seed_cu():
 
 @needs_nvcc
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-@pytest.mark.parametrize("transform", ctgraph.TRANSFORMS)
+@pytest.mark.parametrize("transform", sweep(ctgraph.TRANSFORMS, "streamk2tile"))
 def test_nvcc_compiles_and_ptx_has_expected_instructions(transform, dtype):
     kern = cuda_kernel(transform, dtype, mainloop="mma")
     assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
@@ -169,8 +173,8 @@ SPLITS = {"splitk": {"split": 4}, "splitk_reduce": {"split": 4}}
 
 
 @needs_nvcc
-@pytest.mark.parametrize("tile", [(128, 128, 32), (128, 256, 64), (64, 64, 32)], ids=str)
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk", "splitk_reduce"])
+@pytest.mark.parametrize("tile", sweep([(128, 128, 32), (128, 256, 64), (64, 64, 32)]), ids=str)
+@pytest.mark.parametrize("transform", sweep([*ctgraph.TRANSFORMS, "splitk", "splitk_reduce"], "streamk2tile"))
 def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
     kern = cuda_kernel(transform, tile=tile, workgroups=1024, mainloop="wgmma", **SPLITS.get(transform, {}))
     assert kern.program.variant == "wgmma"
@@ -275,10 +279,10 @@ def test_hopper_producer_steps_the_ring_and_k_without_dividing(transform):
 @needs_nvcc
 @pytest.mark.parametrize(
     "tile, options",
-    [((128, 256, 64), {}), ((256, 128, 64), {"cluster": 2}), ((64, 128, 64), {"pingpong": True})],
+    sweep([((128, 256, 64), {}), ((256, 128, 64), {"cluster": 2}), ((64, 128, 64), {"pingpong": True})], several=True),
     ids=["one CTA", "cluster", "pingpong"],
 )
-@pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
+@pytest.mark.parametrize("transform", sweep(["dataparallel", "streamk2tile"], "streamk2tile"))
 def test_hopper_mbarrier_waits_are_bounded_by_the_watchdog(transform, tile, options):
     """The mbarrier waits are bare ``try_wait`` loops; what keeps a phase that never completes from hanging is
     one watchdog thread per CTA, which sleeps on ``done_`` until the producer and every math thread have arrived,
@@ -503,10 +507,13 @@ def test_a_stages_of_small_ctas_stay_8kb_apart(rows, columns):
 @needs_nvcc
 @pytest.mark.parametrize(
     ("tile", "options"),
-    [((136, 128, 64), {}), ((24, 192, 32), {}), ((272, 128, 64), {"cluster": 2}), ((128, 128, 64), {"swap": True})],
+    sweep(
+        [((136, 128, 64), {}), ((24, 192, 32), {}), ((272, 128, 64), {"cluster": 2}), ((128, 128, 64), {"swap": True})],
+        several=True,
+    ),
     ids=str,
 )
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("transform", NVCC_TRANSFORMS)
 def test_swapped_source_compiles_and_transposes(transform, tile, options):
     """The swapped kernel reads B^T MN-major and A^T K-major (``imm-trans-a = 1, imm-trans-b = 0``) and stages D
     with ``stmatrix .trans``; split-K's reduction kernel stores element by element."""
@@ -550,7 +557,7 @@ def test_one_row_block_a_warpgroup_comes_first():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("transform", NVCC_TRANSFORMS)
 def test_two_row_blocks_issue_a_wgmma_per_block(transform):
     """Each K step's wgmma for the warpgroup's second block reads A 64 rows further on into the second half of
     its accumulators, from the same B descriptor; the epilogue stores each block's boxes at its own rows."""
@@ -601,8 +608,8 @@ def test_register_split_fits_the_register_file(consumers, budget):
 
 
 @needs_nvcc
-@pytest.mark.parametrize(("tile", "cluster"), [((256, 256, 64), 2), ((512, 256, 64), 4)], ids=str)
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize(("tile", "cluster"), sweep([((256, 256, 64), 2), ((512, 256, 64), 4)], several=True), ids=str)
+@pytest.mark.parametrize("transform", NVCC_TRANSFORMS)
 def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform, tile, cluster):
     kern = cuda_kernel(
         transform, tile=tile, workgroups=66, mainloop="wgmma", cluster=cluster, **SPLITS.get(transform, {})
@@ -631,8 +638,8 @@ def test_cluster_source_multicasts_b_and_keeps_per_cta_fixup(transform, tile, cl
 
 
 @needs_nvcc
-@pytest.mark.parametrize(("tile", "cluster"), [((128, 256, 64), 2), ((64, 256, 32), 4)], ids=str)
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize(("tile", "cluster"), sweep([((128, 256, 64), 2), ((64, 256, 32), 4)], several=True), ids=str)
+@pytest.mark.parametrize("transform", NVCC_TRANSFORMS)
 def test_cluster_source_can_split_columns_and_multicast_a(transform, tile, cluster):
     kern = cuda_kernel(
         transform,
@@ -655,10 +662,13 @@ def test_cluster_source_can_split_columns_and_multicast_a(transform, tile, clust
 @needs_nvcc
 @pytest.mark.parametrize(
     ("tile", "cluster", "ctas"),
-    [((256, 256, 64), 4, (128, 128)), ((256, 512, 64), 8, (128, 128)), ((288, 128, 64), 4, (144, 64))],
+    sweep(
+        [((256, 256, 64), 4, (128, 128)), ((256, 512, 64), 8, (128, 128)), ((288, 128, 64), 4, (144, 64))],
+        several=True,
+    ),
     ids=str,
 )
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("transform", NVCC_TRANSFORMS)
 def test_cluster_source_can_multicast_both_operands(transform, tile, cluster, ctas):
     """``multicast="ab"``: a 2 x cluster/2 grid of CTAs; A's rows go to a grid row, B's columns to a grid column."""
     kern = cuda_kernel(
@@ -681,9 +691,11 @@ def test_cluster_source_can_multicast_both_operands(transform, tile, cluster, ct
 
 @needs_nvcc
 @pytest.mark.parametrize(
-    ("tile", "ctas"), [((512, 256, 64), (128, 128)), ((704, 256, 64), (176, 128)), ((256, 128, 32), (64, 64))], ids=str
+    ("tile", "ctas"),
+    sweep([((512, 256, 64), (128, 128)), ((704, 256, 64), (176, 128)), ((256, 128, 32), (64, 64))], several=True),
+    ids=str,
 )
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("transform", NVCC_TRANSFORMS)
 def test_cluster_source_can_share_a_in_pairs_and_b_in_fours(transform, tile, ctas):
     """``multicast="ba"``: a 4 x 2 grid of CTAs; each loads half of its grid row's A rows and a quarter of B's
     k-rows of its grid column (BK/4: two swizzle atoms of 8 k-rows at BK = 64, one at BK = 32)."""
@@ -701,17 +713,20 @@ def test_cluster_source_can_share_a_in_pairs_and_b_in_fours(transform, tile, cta
 @needs_nvcc
 @pytest.mark.parametrize(
     ("tile", "options", "cta_n"),
-    [
-        ((128, 160, 64), {}, 160),
-        ((64, 48, 32), {}, 48),
-        ((256, 160, 64), {"cluster": 2}, 160),
-        ((128, 320, 64), {"cluster": 2, "multicast": "a"}, 160),
-        ((512, 352, 64), {"cluster": 8, "multicast": "ba"}, 176),
-        ((64, 208, 64), {"pingpong": True}, 208),
-    ],
+    sweep(
+        [
+            ((128, 160, 64), {}, 160),
+            ((64, 48, 32), {}, 48),
+            ((256, 160, 64), {"cluster": 2}, 160),
+            ((128, 320, 64), {"cluster": 2, "multicast": "a"}, 160),
+            ((512, 352, 64), {"cluster": 8, "multicast": "ba"}, 176),
+            ((64, 208, 64), {"pingpong": True}, 208),
+        ],
+        several=True,
+    ),
     ids=str,
 )
-@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("transform", NVCC_TRANSFORMS)
 def test_ctas_whose_columns_are_not_whole_64_column_chunks(transform, tile, options, cta_n):
     """wgmma's N = CTA_N, a multiple of 16: B arrives in whole 64-column chunks (the last one partly read) and the
     epilogue ends each warpgroup's rows in an unswizzled box of D_TAIL = CTA_N % 64 columns (tmDt)."""
@@ -776,7 +791,7 @@ def test_seed_kernel_compiles():
 
 @needs_nvcc
 @pytest.mark.parametrize("mainloop", ["mma", "wgmma"])
-@pytest.mark.parametrize("transform", ["dataparallel", "streamk2tile"])
+@pytest.mark.parametrize("transform", sweep(["dataparallel", "streamk2tile"], "streamk2tile"))
 def test_rastered_source_compiles(transform, mainloop):
     kern = cuda_kernel(transform, shape=(4096, 2048, 1000), tile=(128, 128, 64), mainloop=mainloop, raster=8)
     assert kern.raster == 8 and "numRasterGroups" in kern.source
@@ -837,7 +852,7 @@ def test_pingpong_warpgroups_take_the_units_in_turn(transform):
 
 @needs_nvcc
 @pytest.mark.parametrize(
-    ("tile", "options"), [((64, 256, 64), {}), ((208, 128, 64), {"cluster": 4, "multicast": "ab"})]
+    ("tile", "options"), sweep([((64, 256, 64), {}), ((208, 128, 64), {"cluster": 4, "multicast": "ab"})], several=True)
 )
 def test_pingpong_source_compiles(tile, options):
     kern = cuda_kernel("streamk2tile", tile=tile, workgroups=1024, mainloop="wgmma", pingpong=True, **options)
