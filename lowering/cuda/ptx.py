@@ -83,7 +83,8 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 }""",
     # NOTE: red.release is itself the release pattern (fence.acq_rel + a relaxed red), cumulative over the other
     # threads' partial stores that the named barrier before it ordered; a fence before it waited for the stores
-    # to drain twice (H100: 0.77 us -> 0.41 us from the barrier to the flag, docs/bench/timeline-probes.txt)
+    # to drain twice (H100: 0.77 us -> 0.41 us from the barrier to the flag;
+    # git show 688fa90:docs/bench/timeline-probes.txt)
     "red_release_add": """
 __device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;\\n" :: "l"(p), "r"(v) : "memory");
@@ -238,7 +239,7 @@ __device__ __forceinline__ unsigned cluster_rank() {
 }""",
     # every thread of every CTA of the cluster arrives, then waits for all. NOTE: relaxed: after
     # fence.mbarrier_init.release.cluster (fence_mbar_init) it still orders the barriers' initialisation before any use
-    # by the cluster; the release arrive cost ~0.55 us a kernel (H100, docs/bench/timeline-probes.txt)
+    # by the cluster; the release arrive cost ~0.55 us a kernel (H100, git show 688fa90:docs/bench/timeline-probes.txt)
     "cluster_sync": """
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.relaxed;\\n\\tbarrier.cluster.wait;\\n" ::: "memory");

@@ -249,7 +249,8 @@ class HopperEmitter(Emitter):
         # NOTE: no griddepcontrol.launch_dependents: the next kernel launches once this one's CTAs have exited.
         # Triggered at the start, its CTAs took the SMs this grid left idle and waited there, and kernels with idle
         # SMs and long K ran 0.81-0.94x (1416x280x1136, 240x1488x2312, 256x256x65536), where waiting alone runs
-        # 1.01-1.03x; tiny kernels gained 1.2x with the trigger and 1.1x without (H100, docs/bench/pdl-probes.txt).
+        # 1.01-1.03x; tiny kernels gained 1.2x with the trigger and 1.1x without
+        # (H100; git show 688fa90:docs/bench/pdl-probes.txt).
         self.templates.add("griddep_wait")
         self.w("griddep_wait();  // the previous kernel has finished and its writes are visible")
 

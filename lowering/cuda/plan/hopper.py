@@ -121,11 +121,11 @@ def row_blocks(side_m: int, side_n: int, swap: bool, pingpong: bool, most: int =
     four warpgroups of 80 and 32 spare registers, over the 96 a thread of a 640-thread CTA is launched with. Two
     warpgroups of two blocks hold 160 accumulators within the 168 of a 384-thread CTA: each issues one wgmma per
     block and K step from the same B descriptor. cuBLAS runs CTAs of 256 x 160 and 256 x 192 (in our orientation)
-    on corpus shapes where it leads us most (docs/bench/cublas-kernels.txt). On the H100, 960x5168x6224 in 512 x 160
-    tiles on pairs of such CTAs that share B ran 0.93x cuBLAS, against 0.88x on the tuning table's layout; 8192^3,
-    4096^3 and three other corpus shapes ran slower on them than on their own (docs/benchmarks.md). The tile model
-    does not price them; ``tune --layouts`` times them where their tiles make about one wave
-    (:func:`ctgraph.tune.block_layouts`), or a caller asks for them (``macro_tile=(512, 160, 64), cluster=2``)."""
+    on corpus shapes where it leads us most (git show 688fa90:docs/bench/cublas-kernels.txt). On the H100,
+    960x5168x6224 in 512 x 160 tiles on pairs of such CTAs that share B ran 0.93x cuBLAS, against 0.88x on the
+    layout measured before; 8192^3, 4096^3 and three other corpus shapes ran slower on them than on their own
+    (docs/benchmarks.md). Selection offers them as one-CTA tiles of 256 rows and at most 160 columns
+    (:mod:`ctgraph.select.candidates`); a caller may ask for them (``macro_tile=(512, 160, 64), cluster=2``)."""
     if most == 1 or swap or pingpong or side_m % 128 or accumulators_fit(1, side_m // 64, side_n):
         return 1
     return 2 if accumulators_fit(2, side_m // 128, side_n) else 1
