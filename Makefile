@@ -20,11 +20,13 @@ run: $(STAMP)           ## build the seed example (160x192x4096, 16x16x8 tiles, 
 test: $(STAMP)          ## the fast loop: lint, type-check, and the tests that need no GPU but the slow sweeps
 	$(PY) -m ruff check ctgraph lowering tests examples
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n 2 -q -m "not slow" tests
 
 test-all: $(STAMP)      ## lint, type-check, and every test, the slow sweeps included (GPU tests skip with a reason)
 	$(PY) -m ruff check ctgraph lowering tests examples
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n 2 -q tests
 
 test-fast: $(STAMP)     ## the fast tests alone (no lint)
@@ -36,6 +38,7 @@ test-slow: $(STAMP)     ## the slow sweeps alone: what test-all adds to test
 lint: $(STAMP)
 	$(PY) -m ruff check ctgraph lowering tests examples
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
 golden: $(STAMP)        ## regenerate the golden files under tests/golden/ (review the diff!)
 	$(PY) -m tests.golden.regenerate

@@ -17,12 +17,12 @@ from .backends import backend, check_options, resolve_target
 from .checks import check_build, check_grid, check_index_range
 from .counts import split_for_budget, splitk_workgroups
 from .deps import require_cuda
-from .gemm import GemmProblem
+from .gemm import GemmProblem, gemm
 from .graph import CoordinateGraph
 from .passes import TAKES_SPLIT, pass_options
 from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
-from .select import Selection
+from .select import Config, Selection
 
 __all__ = ["CPU_WORKGROUPS", "CIgnoredWarning", "Kernel", "compile"]
 
@@ -130,6 +130,17 @@ def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[in
     return need, split
 
 
+def _autotune_build(graph: CoordinateGraph, target: str, options: dict[str, Any]) -> Any:
+    """How autotune compiles a candidate config of this GEMM (:mod:`ctgraph.select.autotune`)."""
+    p = graph.attrs["gemm"]
+
+    def build(c: Config) -> Kernel:
+        g = gemm(p.m, p.n, p.k, macro_tile=c.tile, dtype=p.dtype)
+        return compile(g, target=target, **c.compile_args(), **(options | c.layout.options()))
+
+    return build
+
+
 def compile(
     graph: CoordinateGraph,
     transform: str = "streamk2tile",
@@ -193,8 +204,12 @@ def compile(
             raise ValueError('sk_batches is chosen by transform="auto"; pass a transform to set it')
         if autotune and target == "cuda" and options.get("build", True) is False:
             raise ValueError("autotune times kernels on the GPU: it needs build=True")
-        graph, selection = choose(graph, target, device, options, autotune and target == "cuda")
+        tuner = _autotune_build(graph, target, options) if autotune and target == "cuda" else None
+        selection = choose(graph, target, device, options, tuner)
         config = selection.config
+        if config.tile != graph.attrs["gemm"].macro_tile:  # a graph built with macro_tile="auto": the target's tile
+            p = graph.attrs["gemm"]
+            graph = gemm(p.m, p.n, p.k, macro_tile=config.tile, dtype=p.dtype)
         transform, sk_batches = config.transform, config.sk_batches
         split = config.split if split is None else split
         if transform in TAKES_SPLIT:

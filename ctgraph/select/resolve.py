@@ -9,6 +9,7 @@ without a GPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import knobs
@@ -62,41 +63,35 @@ def _given_layout(options: dict[str, Any]) -> bool:
 
 
 def choose(
-    graph: CoordinateGraph, name: str, target: Target, options: dict[str, Any], autotune: bool
-) -> tuple[CoordinateGraph, Selection]:
-    """``transform="auto"``: the graph to compile (rebuilt where its auto tile changes) and the selection."""
-    from ..gemm import gemm
-
+    graph: CoordinateGraph,
+    name: str,
+    target: Target,
+    options: dict[str, Any],
+    build: Callable[[Config], Any] | None = None,
+) -> Selection:
+    """``transform="auto"``: the selection for this GEMM graph on backend ``name``'s ``target``. Where the graph was
+    built with ``macro_tile="auto"`` and no layout is given, the whole config, its tile included (the caller rebuilds
+    the graph where the tile differs); else the selection's config where it runs the graph's tile, else a schedule of
+    that tile. ``build``: autotune's way to compile a config's kernel (None: no autotune)."""
     p = graph.attrs["gemm"]
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
-    if graph.attrs.get("auto_tile") and not _given_layout(options):
+    given = _given_layout(options)
+    if not given:
         chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
-        if autotune and chosen.source != "measured":
-            ranked = [c for c, _ in rank(p.m, p.n, p.k, p.dtype, target, path, supports)]
-            entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, lambda c: _build(c, p, name, options))
-            why = f"autotuned on first call ({len(entry.seconds)} candidates timed)"
-            chosen = Selection(entry.config, why, chosen.ranked, "autotune")
-        if chosen.config.tile != p.macro_tile:
-            graph = gemm(p.m, p.n, p.k, macro_tile=chosen.config.tile, dtype=p.dtype)
-        return graph, chosen
-    if not _given_layout(options):  # the selection's config where it runs this tile (its layout included)
-        chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
-        if chosen.config.tile == p.macro_tile:
-            return graph, chosen
+        if graph.attrs.get("auto_tile"):
+            if build is not None and chosen.source != "measured":
+                ranked = [c for c, _ in rank(p.m, p.n, p.k, p.dtype, target, path, supports)]
+                entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, build)
+                why = f"autotuned on first call ({len(entry.seconds)} candidates timed)"
+                chosen = Selection(entry.config, why, chosen.ranked, "autotune")
+            return chosen
+        if chosen.config.tile == p.macro_tile:  # the selection's config runs this tile (its layout included)
+            return chosen
     layout = backend(name).layout_of(p.macro_tile, p.dtype, options) if path == "wgmma" else Layout()
     if layout is None:
         raise ValueError(f"macro_tile {p.macro_tile} does not fit the {path} path with options {options}")
-    return graph, select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout, target)
-
-
-def _build(c: Config, p: Any, name: str, options: dict[str, Any]) -> Any:
-    """A kernel of config ``c`` for autotune to time."""
-    from ..api import compile as compile_kernel
-    from ..gemm import gemm
-
-    g = gemm(p.m, p.n, p.k, macro_tile=c.tile, dtype=p.dtype)
-    return compile_kernel(g, target=name, **c.compile_args(), **(options | c.layout.options()))
+    return select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout, target)
 
 
 def resident(target: Target, name: str, graph: CoordinateGraph, options: dict[str, Any]) -> int:
