@@ -46,7 +46,7 @@ golden: $(STAMP)        ## regenerate the golden files under tests/golden/ (revi
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache .mypy_cache
 
-bench: $(STAMP)         ## on a GPU machine: time the transforms against cuBLAS (tests/bench/anchors.csv)
+bench: $(STAMP)         ## on a GPU machine: time the transforms against cuBLAS (the anchors: ctgraph/data/shapes/anchors.csv)
 	$(PY) -m ctgraph bench --out out/bench
 
 test-gpu: $(STAMP)      ## on a GPU machine: the gpu-marked tests

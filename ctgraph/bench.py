@@ -45,7 +45,7 @@ from .select.config import tile_name
 __all__ = ["PEAK_TFLOPS", "run_bench"]
 
 PEAK_TFLOPS = 989.0  # H100 SXM dense fp16 tensor peak
-DEFAULT_SHAPES = Path(__file__).resolve().parents[1] / "tests" / "bench" / "anchors.csv"
+DEFAULT_SHAPES = Path(__file__).resolve().parent / "data" / "shapes" / "anchors.csv"
 SAMPLES = 7
 FILL_S = 2e-3
 

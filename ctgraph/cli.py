@@ -15,6 +15,9 @@ from typing import Any
 
 from .passes import PIPELINES, TRANSFORMS
 
+SETS = ("train", "validation", "test", "llm", "anchors", "corpus")  # ctgraph/data/shapes/<name>.csv
+SETS_HELP = f"a set ({', '.join(SETS)}) or a CSV with columns m,n,k"
+
 __all__ = ["main"]
 
 
@@ -232,16 +235,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _shapes(name: str, limit: int = 0) -> list[tuple[int, int, int]]:
-    """A shape set by name (train, validation, test, llm: :mod:`ctgraph.select.shapes`) or a CSV of m,n,k."""
+    """A shape set by name (:data:`SETS`: ctgraph/data/shapes/, :mod:`ctgraph.select.shapes`) or a CSV of m,n,k."""
     from .select import shapes
 
     path = shapes.DATA / f"{name}.csv"
-    if name in ("train", "validation", "test", "llm") and path.exists():
+    if name in SETS and path.exists():
         out = shapes.read(path)
     elif Path(name).exists():
         out = shapes.read(name)
     else:
-        raise ValueError(f"shapes: a set (train, validation, test, llm) or a CSV of m,n,k, got {name!r}")
+        raise ValueError(f"shapes: a set ({', '.join(SETS)}) or a CSV of m,n,k, got {name!r}")
     return out[:limit] if limit else out
 
 
@@ -356,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="random seed for A, B, C")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("bench", help="time the transforms and cuBLAS on the GPU for a CSV of shapes (needs torch)")
-    p.add_argument("shapes", nargs="?", help="CSV with columns m,n,k (default: tests/bench/anchors.csv)")
+    p.add_argument("shapes", nargs="?", help="CSV with columns m,n,k (default: ctgraph/data/shapes/anchors.csv)")
     p.add_argument("--out", default="out/bench", help="directory for results.csv/.md/.png")
     _tile_arg(p, "auto", "macro tile for every transform of a shape")
     p.add_argument(
@@ -389,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _raster_arg(p)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("tune", help="time the ranker's candidates on a shape set, on every GPU (needs torch)")
-    p.add_argument("shapes", nargs="?", help="a set (train, validation, test, llm) or a CSV with columns m,n,k")
+    p.add_argument("shapes", nargs="?", help=SETS_HELP)
     p.add_argument("--out", default="tune.json", help="the merged table (default tune.json)")
     p.add_argument("--top", type=int, default=8, help="the ranker's first N candidates per shape (default 8)")
     p.add_argument("--extra", type=int, default=4, help="and N others drawn with a seed (default 4)")
@@ -408,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="out/calibrate", help="where the tune tables go")
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("heldout", help="the default path against cuBLAS on a shape set (needs torch and a GPU)")
-    p.add_argument("shapes", help="a set (train, validation, test, llm) or a CSV with columns m,n,k")
+    p.add_argument("shapes", help=SETS_HELP)
     p.add_argument("--out", default="out/heldout.csv")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--limit", type=int, default=0)

@@ -106,7 +106,7 @@ def write(path: str | Path, shapes: list[Shape]) -> Path:
 
 def benchmark_shapes() -> set[Shape]:
     """The shapes of the quoted sets and the benchmark files: what train and validation never hold."""
-    bench = Path(__file__).resolve().parents[2] / "tests" / "bench"
+    bench = DATA
     held = set(llm_shapes())
     for f in ("anchors.csv", "corpus.csv"):
         if (bench / f).exists():
