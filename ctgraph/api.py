@@ -24,7 +24,7 @@ from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
 from .select import Config, Selection
 
-__all__ = ["CPU_WORKGROUPS", "CIgnoredWarning", "Kernel", "compile"]
+__all__ = ["CPU_WORKGROUPS", "CIgnoredWarning", "Kernel", "compile", "compile_config"]
 
 CPU_WORKGROUPS = 8  # default grid on the CPU: small, and more than one so the fixup is exercised
 
@@ -130,15 +130,19 @@ def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[in
     return need, split
 
 
+def compile_config(
+    config: Config, m: int, n: int, k: int, dtype: str = "float16", target: str = "cuda", **options: Any
+) -> Kernel:
+    """The kernel of one selection ``config`` for an ``m x n x k`` GEMM: its tile, schedule, grid, tile order and
+    cluster layout (what autotune, ``tune`` and ``heldout`` time)."""
+    g = gemm(m, n, k, macro_tile=config.tile, dtype=dtype)
+    return compile(g, target=target, **config.compile_args(), **(options | config.layout.options()))
+
+
 def _autotune_build(graph: CoordinateGraph, target: str, options: dict[str, Any]) -> Any:
     """How autotune compiles a candidate config of this GEMM (:mod:`ctgraph.select.autotune`)."""
     p = graph.attrs["gemm"]
-
-    def build(c: Config) -> Kernel:
-        g = gemm(p.m, p.n, p.k, macro_tile=c.tile, dtype=p.dtype)
-        return compile(g, target=target, **c.compile_args(), **(options | c.layout.options()))
-
-    return build
+    return lambda c: compile_config(c, p.m, p.n, p.k, p.dtype, target, **options)
 
 
 def compile(
@@ -195,13 +199,15 @@ def compile(
     if target == "cuda" and build:
         require_cuda("compile(target='cuda') with build=True")
     selection = None
-    if transform == "auto" or workgroups in (None, "auto"):
-        from .select.resolve import choose, resident, target_of
+    auto_tile = bool(graph.attrs.get("auto_tile"))
+    if transform == "auto" or workgroups in (None, "auto") or auto_tile:
+        from .select.resolve import LAYOUT_OPTIONS, choose, layout_for, resident, target_of, wgmma_options
 
         device = target_of(target, options)
     if transform == "auto":
-        if sk_batches is not None:
-            raise ValueError('sk_batches is chosen by transform="auto"; pass a transform to set it')
+        for name, given in (("sk_batches", sk_batches), ("split", split)):
+            if given is not None:
+                raise ValueError(f'{name} is chosen by transform="auto"; pass a transform to set it')
         if autotune and target == "cuda" and options.get("build", True) is False:
             raise ValueError("autotune times kernels on the GPU: it needs build=True")
         tuner = _autotune_build(graph, target, options) if autotune and target == "cuda" else None
@@ -210,25 +216,37 @@ def compile(
         if config.tile != graph.attrs["gemm"].macro_tile:  # a graph built with macro_tile="auto": the target's tile
             p = graph.attrs["gemm"]
             graph = gemm(p.m, p.n, p.k, macro_tile=config.tile, dtype=p.dtype)
-        transform, sk_batches = config.transform, config.sk_batches
-        split = config.split if split is None else split
+        transform, sk_batches, split = config.transform, config.sk_batches, config.split
         if transform in TAKES_SPLIT:
             raster = None
         elif raster is None:
             raster = config.raster
         if workgroups in (None, "auto"):
             workgroups = config.workgroups
-        if target == "cuda" and not any(options.get(o) not in (None, 0) for o in ("cluster", "multicast", "swap")):
+        elif transform in TAKES_SPLIT:  # a grid of the caller's: as many K chunks as it holds
+            split = None
+            tiles = graph.attrs["gemm"].tiles[0] * graph.attrs["gemm"].tiles[1]
+            if isinstance(workgroups, numbers.Integral) and not isinstance(workgroups, bool) and workgroups < tiles:
+                raise ValueError(
+                    f'transform="auto" chose {config.name}, which needs a workgroup per output tile ({tiles}) at '
+                    f"least; got workgroups={workgroups}: leave workgroups unset or name a transform"
+                )
+        if target == "cuda" and not any(options.get(o) not in (None, 0) for o in LAYOUT_OPTIONS):
             options = options | config.layout.options()
+    if target == "cuda" and (selection is not None or auto_tile):
+        options = wgmma_options(graph, target, device, options)
     pass_options(transform, 1, sk_batches, split, raster)  # checks the pass options before any work
     if workgroups == "auto":  # the ranker's grid for this transform and tile
         from .select import select_schedule
-        from .select.config import Layout
 
-        p = graph.attrs["gemm"]
-        layout_ = backend(target).layout_of(p.macro_tile, p.dtype, options) if target == "cuda" else Layout()
-        chosen = select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout_ or Layout(), device, transform)
-        workgroups = chosen.config.workgroups if target == "cuda" else None  # the CPU's default below
+        if target == "cuda":
+            p = graph.attrs["gemm"]
+            layout_ = layout_for(graph, target, device, options)[1]
+            workgroups = select_schedule(
+                p.m, p.n, p.k, p.dtype, p.macro_tile, layout_, device, transform
+            ).config.workgroups
+        else:
+            workgroups = None  # the CPU's default grid, below
     if workgroups is None:
         if target == "cuda":
             workgroups = resident(device, target, graph, options)

@@ -291,14 +291,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .select.fit import fit
     from .select.model import user_correction_path
-    from .select.resolve import target_of
+    from .select.resolve import device_target
     from .tune import run
 
     _require_gpu_stack("python -m ctgraph calibrate")
     out = Path(args.out)
     train = run(_shapes("train", args.shapes), out / "train.json", top=6, extra=2)
     validation = run(_shapes("validation", max(4, args.shapes // 2)), out / "validation.json", top=6, extra=2)
-    target = target_of("cuda", {})
+    target = device_target("cuda")
     f = fit(train, validation, target)
     path = write_whole(user_correction_path(target.family), f.correction.to_json())
     print(

@@ -89,11 +89,11 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         "regret": math.nan,
     }
     if regret:
+        from ctgraph.api import compile_config
         from ctgraph.select.autotune import time_configs
-        from ctgraph.tune import _compile
 
         ranked = [c for c, _ in kern.selection.ranked[:regret]] if kern.selection else []
-        times = time_configs(m, n, k, "float16", ranked, lambda c: _compile(c, shape, "float16"))
+        times = time_configs(m, n, k, "float16", ranked, lambda c: compile_config(c, m, n, k))
         best = min([*times.values(), statistics.median(ko)])
         row["regret"] = statistics.median(ko) / best
     return row
@@ -197,9 +197,9 @@ def stability(shapes: list[Shape], delta: int) -> float:
 def precompile(shapes: list[Shape], processes: int, autotune: bool, regret: int) -> None:
     """nvcc ahead of timing for every shape's chosen config (and the candidates autotune or ``regret`` will time)."""
     from ctgraph import tune
-    from ctgraph.select.resolve import target_of
+    from ctgraph.select.resolve import device_target
 
-    target = target_of("cuda", {})
+    target = device_target("cuda")
     top = max(regret, 6 if autotune else 1)
     work = [(c, s, "float16") for s in shapes for c in tune.configs_for(s, target, top, 0)]
     work += [(_chosen(s), s, "float16") for s in shapes]
@@ -217,7 +217,7 @@ def _chosen(shape: Shape) -> Any:
 def run(
     shapes: list[Shape], out: Path, rounds: int = 3, autotune: bool = False, regret: int = 0, gpus: int | None = None
 ) -> list[dict[str, Any]]:
-    """Time every shape (module docstring) over the visible GPUs; rows to ``out`` (CSV), summary returned."""
+    """Time every shape (module docstring) over the visible GPUs; the rows, also written to ``out`` (CSV)."""
     import multiprocessing as mp
 
     import torch

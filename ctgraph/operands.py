@@ -22,8 +22,12 @@ def check_scalars(alpha: Any, beta: Any) -> tuple[float, float]:
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
         with np.errstate(over="ignore"):
-            if not np.isfinite(np.float32(v)):
-                raise ValueError(f"{name} must be finite in float32 (the epilogue's type), got {v!r}")
+            try:
+                finite = bool(np.isfinite(np.float32(v)))
+            except OverflowError:  # an int too large for a float
+                finite = False
+        if not finite:
+            raise ValueError(f"{name} must be finite in float32 (the epilogue's type), got {v!r}")
     return float(alpha), float(beta)
 
 

@@ -66,23 +66,15 @@ def configs_for(shape: Shape, target: Any, top: int, extra: int, dtype: str = "f
     return ranked[:top] + rng.sample(rest, min(extra, len(rest)))
 
 
-def _compile(config: Config, shape: Shape, dtype: str) -> Any:
-    import ctgraph
-
-    g = ctgraph.gemm(*shape, macro_tile=config.tile, dtype=dtype)
-    return ctgraph.compile(g, target="cuda", **config.compile_args(), **config.layout.options())
-
-
 def _precompile_one(args: tuple[Config, Shape, str]) -> str | None:
     """nvcc for one config (no GPU context): the cubin lands in the on-disk cache. Returns an error, or None."""
     config, shape, dtype = args
     try:
-        import ctgraph
+        from .api import compile_config
+        from .backends import backend
 
-        g = ctgraph.gemm(*shape, macro_tile=config.tile, dtype=dtype)
-        kern = ctgraph.compile(
-            g, target="cuda", build=False, mainloop="wgmma", **config.compile_args(), **config.layout.options()
-        )
+        on_wgmma = backend("cuda").supports(config.tile, dtype, config.layout, "wgmma")
+        kern = compile_config(config, *shape, dtype, "cuda", build=False, mainloop="wgmma" if on_wgmma else "mma")
         kern.program.cubin()
         return None
     except Exception as e:  # a config that fails is timed as infinity later; say why here
@@ -115,30 +107,25 @@ def tune(
 
     from .cache import write_whole
     from .measure import kernel_time
-    from .select.resolve import target_of
+    from .select.autotune import time_configs
+    from .select.resolve import device_target
 
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-    target = target_of("cuda", {})
+    target = device_target("cuda")
     table = Table(target.name)
     for i, shape in enumerate(shapes):
         m, n, k = shape
         t0 = time.time()
         tdt = getattr(torch, dtype)
-        A = torch.randn(m, k, device="cuda", dtype=tdt)
-        B = torch.randn(k, n, device="cuda", dtype=tdt)
+        A, B = torch.randn(m, k, device="cuda", dtype=tdt), torch.randn(k, n, device="cuda", dtype=tdt)
         D = torch.empty(m, n, device="cuda", dtype=tdt)
-
-        def run_cublas(A: Any = A, B: Any = B, D: Any = D) -> Any:
-            return torch.matmul(A, B, out=D)
-
-        cublas = kernel_time(run_cublas)
-        seconds: dict[str, float] = {}
-        for c in configs_for(shape, target, top, extra, dtype):
-            try:
-                kern = _compile(c, shape, dtype)
-                seconds[c.name] = kernel_time(partial(_launch, kern, A, B, D))
-            except (ValueError, RuntimeError) as e:
-                print(f"{m}x{n}x{k} {c.name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        cublas = kernel_time(partial(torch.matmul, A, B, out=D))
+        del A, B, D
+        build = partial(_build, shape=shape, dtype=dtype)
+        times = time_configs(m, n, k, dtype, configs_for(shape, target, top, extra, dtype), build)
+        seconds = {c.name: t for c, t in times.items() if math.isfinite(t)}
+        for c in (c for c, t in times.items() if not math.isfinite(t)):
+            print(f"{m}x{n}x{k} {c.name}: did not build or run", file=sys.stderr, flush=True)
         if seconds:
             best = min(seconds, key=seconds.__getitem__)
             table.entries[key(m, n, k, dtype)] = Entry(Config.parse(best), tuple(sorted(seconds.items())), cublas)
@@ -150,14 +137,13 @@ def tune(
                 )
         if part is not None:
             write_whole(part, table.to_json())
-        del A, B, D
     return table
 
 
-def _launch(kern: Any, A: Any, B: Any, D: Any) -> Any:
-    import torch
+def _build(config: Config, shape: Shape, dtype: str) -> Any:
+    from .api import compile_config
 
-    return kern(A, B, out=D, stream=torch.cuda.current_stream())
+    return compile_config(config, *shape, dtype)
 
 
 def _worker(args: tuple[int, list[Shape], int, int, str, str]) -> str:
@@ -181,7 +167,7 @@ def run(
     written to ``out`` (and the workers' parts beside it)."""
     import multiprocessing as mp
 
-    from .select.resolve import target_of
+    from .select.resolve import device_target
 
     i, n = shard
     mine = shapes[i::n]
@@ -191,7 +177,7 @@ def run(
         gpus = torch.cuda.device_count()
     if gpus < 1:
         raise RuntimeError("tune needs a GPU: torch sees none")
-    target = target_of("cuda", {})
+    target = device_target("cuda")
     work = [(c, s, dtype) for s in mine for c in configs_for(s, target, top, extra, dtype)]
     t0 = time.time()
     errors = precompile(work, compile_processes or os.cpu_count() or 1)
@@ -221,9 +207,3 @@ def merge(paths: list[Path], out: Path | None = None) -> Table:
     if out is not None:
         write_whole(out, table.to_json())
     return table
-
-
-def best_ratio(table: Table) -> float:
-    """Geomean of cuBLAS / best config over the table's entries that timed cuBLAS (a quick in-sample figure)."""
-    r = [e.cublas / dict(e.seconds)[e.config.name] for e in table.entries.values() if e.cublas]
-    return math.exp(sum(map(math.log, r)) / len(r)) if r else math.nan

@@ -16,10 +16,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ..counts import k_iterations, tile_counts
 from . import cache
 from .candidates import Supports, candidates, schedules
 from .config import Config, Layout, parse_tile, tile_name
-from .model import Correction, load_correction, predict
+from .model import Correction, load_correction, predict, user_correction_path
 from .target import CPU, H100_SXM, H200, KNOWN, Target, known_target
 
 __all__ = [
@@ -66,8 +67,14 @@ def rank(
     return [(c, t) for t, _, c in sorted(scored)]
 
 
-@functools.cache
 def _correction(family: str) -> Correction:
+    """The family's correction, read again when ``calibrate`` writes a new one (keyed by the file's time)."""
+    user = user_correction_path(family)
+    return _load_correction(family, user.stat().st_mtime_ns if user.is_file() else 0)
+
+
+@functools.cache
+def _load_correction(family: str, stamp: int) -> Correction:
     return load_correction(family)
 
 
@@ -98,11 +105,10 @@ def select_schedule(
     only that transform's grids and tile orders. An empty ``ranked`` where the transform has no candidate here
     (Stream-K on one K iteration, split-K on more tiles than the device holds)."""
     pool = [c for c in schedules(m, n, k, dtype, tile, layout, target) if transform in (None, c.transform)]
-    if not pool:
-        return Selection(
-            Config(tile, layout, transform or "dataparallel", target.resident(layout.cluster)),
-            "no candidate of this transform: the resident grid",
-        )
+    if not pool:  # e.g. Stream-K on one K iteration: the resident grid, no more workgroups than iterations
+        tm, tn = tile_counts(m, n, tile)
+        g = min(target.resident(layout.cluster), tm * tn * k_iterations(k, tile))
+        return Selection(Config(tile, layout, transform or "dataparallel", g), "no candidate of this transform")
     correction = _correction(target.family)
     scored = sorted((predict(c, m, n, k, dtype, target, correction), i, c) for i, c in enumerate(pool))
     return Selection(

@@ -34,6 +34,9 @@ def time_configs(
     m: int, n: int, k: int, dtype: str, configs: list[Config], build: Callable[[Config], Any]
 ) -> dict[Config, float]:
     """Kernel seconds of each config on one set of random operands (infinity where it does not build or run)."""
+    from ..deps import require
+
+    require("torch", "autotune and tune")
     import torch
 
     from ..measure import kernel_time
@@ -65,6 +68,8 @@ def autotune(
 ) -> Entry:
     """Time ``ranked[:top]`` and store the fastest for this shape on ``target``'s device; returns the entry."""
     times = time_configs(m, n, k, dtype, ranked[:top], build)
+    if not any(math.isfinite(t) for t in times.values()):
+        raise RuntimeError(f"autotune: none of the ranker's first {top} configs for {m}x{n}x{k} built and ran")
     best = min(times, key=lambda c: (times[c], ranked.index(c)))
     entry = Entry(best, tuple(sorted((c.name, t) for c, t in times.items() if math.isfinite(t))))
     store(target.name, {key(m, n, k, dtype): entry})

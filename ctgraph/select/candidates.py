@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
-from ..counts import k_iterations, padding, split_sk_dp, step_grids, tile_counts
+from ..counts import k_iterations, padding, split_chunks, split_sk_dp, splitk_workgroups, step_grids, tile_counts
 from ..passes.common import raster_group
 from .config import Config, Layout, cluster_grid
 from .target import Target
@@ -116,7 +116,7 @@ def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
     return out
 
 
-def _mma_tiles(dtype: str) -> list[tuple[tuple[int, int, int], Layout]]:
+def _mma_tiles() -> list[tuple[tuple[int, int, int], Layout]]:
     """The mma.sync / FMA paths' tiles: a small menu, on one CTA."""
     bk = 32
     return [((bm, bn, bk), Layout()) for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64), (32, 32))]
@@ -126,15 +126,13 @@ def tiles_for(
     m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports
 ) -> list[tuple[tuple[int, int, int], Layout]]:
     """The tiles and layouts worth ranking on ``path``: generated, then filtered by the module's three rules."""
-    raw = _wgmma_tiles(m, n, target) if path == "wgmma" else _mma_tiles(dtype)
+    raw = _wgmma_tiles(m, n, target) if path == "wgmma" else _mma_tiles()
     ok = [(t, lay) for t, lay in dict.fromkeys(raw) if not empty_cta(m, n, t, lay) and supports(t, dtype, lay, path)]
     if not ok:  # no CTA grid fits without an empty CTA: the smallest one-CTA tile that the path runs
-        ok = [
-            min(
-                ((t, lay) for t, lay in dict.fromkeys(raw) if lay.cluster == 1 and supports(t, dtype, lay, path)),
-                key=lambda c: c[0][0] * c[0][1],
-            )
-        ]
+        one = [(t, lay) for t, lay in dict.fromkeys(raw) if lay.cluster == 1 and supports(t, dtype, lay, path)]
+        if not one:
+            raise ValueError(f"the backend runs none of the {path} path's candidate tiles for {dtype}")
+        ok = [min(one, key=lambda c: c[0][0] * c[0][1])]
     least = min(padding(m, n, t) for t, _ in ok)
     bound = max(PAD_LIMIT, least + PAD_SLACK)
     return sorted((t, lay) for t, lay in ok if padding(m, n, t) <= bound)
@@ -167,9 +165,9 @@ def schedules(
         for g in dict.fromkeys([*step_grids(tiles, kt, resident), resident] if tiles < resident else []):
             add("streamk", g)
         if tiles * SPLITK_MAX_TILES_FRACTION <= resident:
-            split = min(kt, resident // tiles)
+            split = int(split_chunks(kt, min(kt, resident // tiles))[0])  # the non-empty chunks that split K
             if split > 1:
-                add("splitk_reduce", tiles * split, split=split)
+                add("splitk_reduce", splitk_workgroups(tiles, kt, split), split=split)
     return out
 
 

@@ -20,7 +20,7 @@ from .autotune import autotune as run_autotune
 from .config import Config, Layout
 from .target import Target, known_target
 
-__all__ = ["LAYOUT_OPTIONS", "choose", "default_target", "path_of", "target_of"]
+__all__ = ["LAYOUT_OPTIONS", "choose", "default_target", "device_target", "path_of", "target_of"]
 
 LAYOUT_OPTIONS = ("cluster", "multicast", "swap")
 
@@ -30,6 +30,12 @@ def target_of(name: str, options: dict[str, Any]) -> Target:
     the GPU where one answers, else the H100 SXM (so ``build=False`` decides without a GPU)."""
     if name == "cuda" and (knobs.target_device() is not None or not cuda_available()):
         return known_target(knobs.target_device())
+    return backend(name).target()
+
+
+def device_target(name: str) -> Target:
+    """The device itself, never ``CTGRAPH_TARGET_DEVICE``: what measurements (tune, heldout, calibrate) are filed
+    under."""
     return backend(name).target()
 
 
@@ -62,6 +68,18 @@ def _given_layout(options: dict[str, Any]) -> bool:
     return any(options.get(name) not in (None, 0) for name in LAYOUT_OPTIONS)
 
 
+def layout_for(graph: CoordinateGraph, name: str, target: Target, options: dict[str, Any]) -> tuple[str, Layout]:
+    """The path that will run the graph's tile on ``target`` with these options, and the tile's layout on it: the
+    wgmma kernel's where the tile fits it, else one CTA on the next path (the mma.sync paths run any tile)."""
+    p = graph.attrs["gemm"]
+    paths = target.paths(p.dtype, p.k, p.n)
+    path = path_of(target, p.dtype, p.k, p.n, options)
+    if path != "wgmma":
+        return path, Layout()
+    layout = backend(name).layout_of(p.macro_tile, p.dtype, options)
+    return (path, layout) if layout is not None else (paths[1], Layout())
+
+
 def choose(
     graph: CoordinateGraph,
     name: str,
@@ -72,12 +90,12 @@ def choose(
     """``transform="auto"``: the selection for this GEMM graph on backend ``name``'s ``target``. Where the graph was
     built with ``macro_tile="auto"`` and no layout is given, the whole config, its tile included (the caller rebuilds
     the graph where the tile differs); else the selection's config where it runs the graph's tile, else a schedule of
-    that tile. ``build``: autotune's way to compile a config's kernel (None: no autotune)."""
+    that tile on the path that runs it. ``build``: autotune's way to compile a config's kernel (None: no autotune;
+    autotune applies to ``macro_tile="auto"`` graphs, whose tile it may choose)."""
     p = graph.attrs["gemm"]
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
-    given = _given_layout(options)
-    if not given:
+    if not _given_layout(options):
         chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
         if graph.attrs.get("auto_tile"):
             if build is not None and chosen.source != "measured":
@@ -88,17 +106,20 @@ def choose(
             return chosen
         if chosen.config.tile == p.macro_tile:  # the selection's config runs this tile (its layout included)
             return chosen
-    layout = backend(name).layout_of(p.macro_tile, p.dtype, options) if path == "wgmma" else Layout()
-    if layout is None:
-        raise ValueError(f"macro_tile {p.macro_tile} does not fit the {path} path with options {options}")
+    _, layout = layout_for(graph, name, target, options)
     return select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout, target)
 
 
 def resident(target: Target, name: str, graph: CoordinateGraph, options: dict[str, Any]) -> int:
-    """The workgroups of this kernel the target holds at once (one CTA per SM on the wgmma path, whose shared memory
-    fills an SM; the backend's occupancy check refuses more at build time)."""
-    p = graph.attrs["gemm"]
-    if path_of(target, p.dtype, p.k, p.n, options) != "wgmma":
-        return target.resident(1)
-    layout = backend(name).layout_of(p.macro_tile, p.dtype, options)
-    return target.resident(layout.cluster if layout is not None else 1)
+    """The workgroups of this kernel the target holds at once: one CTA per SM (the wgmma kernel's shared memory fills
+    an SM; on the mma.sync paths a lower bound, which the backend's occupancy check at build time never refuses),
+    whole clusters where a workgroup is a cluster."""
+    return target.resident(layout_for(graph, name, target, options)[1].cluster)
+
+
+def wgmma_options(graph: CoordinateGraph, name: str, target: Target, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with ``mainloop="wgmma"`` where selection chose the graph's tile for the wgmma path and the caller
+    left the mainloop open: a machine without a GPU then generates the kernel the GPU will run."""
+    if name != "cuda" or options.get("mainloop", "auto") != "auto":
+        return options
+    return options | {"mainloop": "wgmma"} if layout_for(graph, name, target, options)[0] == "wgmma" else options

@@ -82,25 +82,28 @@ class Target:
 
 _SM90_CLUSTERS = ((1, 132), (2, 66), (4, 30), (8, 15))
 
+# NOTE: the figures the driver reports (lowering/cuda/device.py): tensor FLOP/s at the 1.98 GHz clock it gives
+# (132 SMs x 4096 FLOP a clock; the datasheet's 989 TFLOP/s is at 1.83 GHz), HBM at 2 x memory clock x bus width.
+# The driver's figures of a known device are replaced by these, so a machine without a GPU selects as the GPU does.
 H100_SXM = Target(
     name="NVIDIA H100 80GB HBM3",
     family="sm90",
     compute_capability=(9, 0),
     sms=132,
     l2_bytes=50 * 2**20,
-    hbm_bandwidth=3.35e12,
+    hbm_bandwidth=3.35232e12,
     smem_per_sm=228 * 2**10,
     registers_per_sm=65536,
-    tensor_flops=989e12,
+    tensor_flops=1.07053056e15,
     resident_clusters=_SM90_CLUSTERS,
 )
-H200 = H100_SXM.with_(name="NVIDIA H200", hbm_bandwidth=4.8e12)
+H200 = H100_SXM.with_(name="NVIDIA H200", hbm_bandwidth=4.814304e12, l2_bytes=60 * 2**20)
 KNOWN: dict[str, Target] = {
     t.name: t
     for t in (
         H100_SXM,
         H200,
-        H100_SXM.with_(name="NVIDIA H800", hbm_bandwidth=3.35e12),
+        H100_SXM.with_(name="NVIDIA H800"),
         H100_SXM.with_(
             name="NVIDIA H100 PCIe",
             sms=114,

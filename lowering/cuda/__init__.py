@@ -18,13 +18,16 @@ from ctgraph.select.target import Target
 from .emit import generate as generate  # re-exported: the names this module had before the split
 from .options import CudaOptions, options_from
 from .plan.hopper import MULTICAST_ORDER, hopper_layout
-from .plan.mma import layout as layout
-from .plan.mma import layout as mma_layout  # `layout` names a parameter below
+from .plan.mma import layout
 from .runtime import CudaProgram, resolve_mainloop
 
 __all__ = [
+    "MULTICAST_ORDER",
     "CudaProgram",
     "build",
+    "generate",
+    "hopper_layout",
+    "layout",
     "layout_of",
     "options_from",
     "resolve_mainloop",
@@ -56,15 +59,15 @@ def layout_of(macro_tile: tuple[int, int, int], dtype: str, options: dict[str, A
     return Layout(cluster, multicast, bool(lay["SWAP"]))
 
 
-def supports(macro_tile: tuple[int, int, int], dtype: str, layout: Layout, path: str) -> bool:
-    """Whether ``path`` runs ``macro_tile`` on exactly ``layout``: the wgmma kernel's layout, or one CTA on the
-    mma.sync paths (``"vector"``, ``"scalar"``)."""
+def supports(macro_tile: tuple[int, int, int], dtype: str, cluster_layout: Layout, path: str) -> bool:
+    """Whether ``path`` runs ``macro_tile`` on exactly ``cluster_layout``: the wgmma kernel's layout, or one CTA on
+    the mma.sync paths (``"vector"``, ``"scalar"``)."""
     if path == "wgmma":
-        return layout_of(macro_tile, dtype, layout.options()) == layout
-    if layout != Layout():
+        return layout_of(macro_tile, dtype, cluster_layout.options()) == cluster_layout
+    if cluster_layout != Layout():
         return False
     try:
-        mma_layout(macro_tile, dtype, CudaOptions(mainloop="mma"))
+        layout(macro_tile, dtype, CudaOptions(mainloop="mma"))
     except ValueError:
         return False
     return True

@@ -2,9 +2,10 @@
 
 SMs, L2, shared memory, registers, clocks and the memory bus come from ``cuDeviceGetAttribute``; HBM bandwidth is
 ``2 x memory clock x bus width`` (double data rate). Tensor FLOP/s per SM and clock is the architecture's (4096 dense
-fp16 FLOP per clock on an SM90 SM: 989 TFLOP/s on 132 SMs at 1.83 GHz). Resident clusters of a known device are the
-ones ``cuOccupancyMaxActiveClusters`` gave on it (:data:`ctgraph.select.target.KNOWN`), else scaled from the H100's
-by SMs; a device of another family gets ``SMs / cluster``.
+fp16 FLOP per clock on an SM90 SM, at the clock the driver reports). A known device
+(:data:`ctgraph.select.target.KNOWN`, matched by name, SMs and compute capability) is returned as known, so selection on
+the device and off it (``build=False``, ``CTGRAPH_TARGET_DEVICE``) agree; another SM90 device gets the H100's resident
+clusters scaled by SMs, a device of another family ``SMs / cluster``.
 """
 
 from __future__ import annotations
@@ -63,10 +64,10 @@ def _target(ordinal: int) -> Target:
     cc = (a["major"], a["minor"])
     sms = a["sms"]
     known = KNOWN.get(name)
+    if known is not None and known.sms == sms and known.compute_capability == cc:
+        return known  # the same figures as without a GPU: selection is the same on the device and off it
     family = f"sm{cc[0]}{cc[1]}"
-    if known is not None:
-        clusters = known.resident_clusters
-    elif cc == (9, 0):
+    if cc == (9, 0):
         clusters = tuple((c, max(1, r * sms // H100_SXM.sms)) for c, r in H100_SXM.resident_clusters)
     else:
         clusters = ((1, sms),)

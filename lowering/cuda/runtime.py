@@ -222,7 +222,16 @@ class CudaProgram:
             variant = "scalar"  # NOTE: TMA and 16-byte vectors need aligned rows; element loads take any pointer
         if variant == "wgmma" and ops["out"].ptr % 16:
             variant = "vector"  # NOTE: the TMA store of D needs an aligned D too
-        self.build(variant)
+        try:
+            self.build(variant)
+        except ValueError as e:
+            if variant == self.variant:
+                raise
+            raise ValueError(
+                f"A, B or D at an address that is not 16-byte aligned needs the {variant} path, which cannot run "
+                f"macro_tile {p.macro_tile} ({e}); pass 16-byte aligned operands (torch's allocations are) or "
+                "compile with a tile the mma path runs"
+            ) from None
         ws, flags = self._workspace(handle)
         c_ptr = ops["C"].ptr if "C" in ops else 0
         args = [

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import ctgraph
 from ctgraph.backends import backend
+from ctgraph.counts import output_tiles, padding
 from ctgraph.select import CPU, H100_SXM, H200, KNOWN, Config, Layout, Target, candidates, rank, select
 from ctgraph.select import cache as entries
 from ctgraph.select.candidates import PAD_LIMIT, PAD_SLACK, empty_cta, tiles_for, wave_layouts
-from ctgraph.select.counts import output_tiles, padding
 from ctgraph.select.fit import fit, kernel_hash, regret, samples
 from ctgraph.select.model import FEATURES, Correction, analytic, features, predict
 
