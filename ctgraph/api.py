@@ -163,11 +163,14 @@ def compile(
     per output tile, default: as many as ``workgroups`` holds, one workgroup per chunk: g = tiles * chunks), or
     "auto": the whole config (transform, batches, grid, tile order, cluster layout, and the tile where the graph
     was built with ``macro_tile="auto"``) from :mod:`ctgraph.select`: the device's measured entry for this shape,
-    else the ranker's best candidate; ``kern.selection`` says what and why. ``autotune=True`` (default
-    ``CTGRAPH_AUTOTUNE``) times the ranker's top candidates on a GPU where no entry exists and caches the winner
-    per device (:mod:`ctgraph.select.autotune`).
-    ``workgroups``: the grid size g; default: the workgroups the device holds at once on "cuda" (one CTA per SM
-    on the wgmma path, resident clusters where a workgroup is a cluster), :data:`CPU_WORKGROUPS` on "cpu";
+    else the ranker's best candidate; ``kern.selection`` says what and why; ``sk_batches`` and ``split`` are
+    chosen too, and a ``workgroups`` of yours is kept (split-K then takes the chunks it holds). ``autotune=True``
+    (default ``CTGRAPH_AUTOTUNE``): for a graph built with ``macro_tile="auto"``, the ranker's top candidates are
+    timed on the GPU where the device has no entry for the shape, and the winner is cached per device
+    (:mod:`ctgraph.select.autotune`).
+    ``workgroups``: the grid size g; default: the workgroups the device holds at once on "cuda" (one CTA per SM,
+    which fills an SM on the wgmma path and is a lower bound on the mma paths; whole clusters where a workgroup is
+    a cluster), :data:`CPU_WORKGROUPS` on "cpu";
     "auto": the grid the ranker predicts fastest for this transform and tile. ``raster``: the order of the output
     tiles (not for split-K): 1 (default) row-major as seed 004; G > 1 walks G tile rows at once, column by column,
     for L2 reuse (Triton's ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it.

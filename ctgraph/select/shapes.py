@@ -2,8 +2,10 @@
 
 A figure tuned and measured on the same shapes says little (the tuning table's 1.03x cuBLAS fell to 0.86x on fresh
 shapes from the same distribution). So the ranker is fitted on **train**, its settings are chosen on **validation**,
-and only the frozen **test** set (and the **llm** set) are quoted; none of them holds a shape of the others or of the
-benchmark files (anchors, corpus). Every set is drawn from one seeded generator (:func:`draw`) over five strata:
+and only the frozen **test** set (and the **llm** set) are quoted. Train, validation and test hold no shape of each
+other, of the llm set or of the benchmark files (anchors, corpus); the llm set is every layer at fixed row counts and
+shares 4096^3 and 8192^3 with the anchors. Every set is drawn from one seeded generator (:func:`draw`) over five
+strata:
 
 - ``loguniform``: m, n, k log-uniform in [128, 8192], multiples of 8 (the corpus's distribution);
 - ``llm``: m log-uniform in [16, 8192], (n, k) of a transformer layer (:data:`LAYERS`);
