@@ -57,16 +57,13 @@ def compile_(shape, transform, g, **kw):
 
 def test_old_import_paths_re_export_the_one_home():
     from ctgraph import passes
-    from ctgraph.select import counts as select_counts
 
     splitk = importlib.import_module("ctgraph.passes.splitk")  # the modules; `from ctgraph.passes` gives the passes
     streamk2tile = importlib.import_module("ctgraph.passes.streamk2tile")
 
-    assert passes.split_sk_dp is streamk2tile.split_sk_dp is select_counts.split_sk_dp is counts.split_sk_dp
+    assert passes.split_sk_dp is streamk2tile.split_sk_dp is counts.split_sk_dp
     assert passes.split_chunks is splitk.split_chunks is counts.split_chunks
     assert passes.split_for_budget is splitk.split_for_budget is counts.split_for_budget
-    for name in select_counts.__all__:
-        assert getattr(select_counts, name) is getattr(counts, name)
 
 
 def test_ceil_div_serves_numbers_arrays_and_sympy_sizes():
