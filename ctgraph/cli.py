@@ -271,12 +271,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .select.cache import Table
-    from .select.fit import fit
+    from .select.fit import fit, is_current
+    from .select.model import load_correction
     from .select.target import known_target
 
+    if args.check:  # is the shipped (or calibrated) correction fitted on the kernels this code generates?
+        correction = load_correction(args.check)
+        current = is_current(correction)
+        print(f"{args.check}: {'current' if current else 'stale: the kernels changed since the fit; refit it'}")
+        return 0 if current else 1
+    if not (args.train and args.validation):
+        raise ValueError("fit: give a train and a validation table (from python -m ctgraph tune), or --check FAMILY")
     train = Table.from_json(Path(args.train).read_text())
     validation = Table.from_json(Path(args.validation).read_text())
-    f = fit(train, validation, known_target(train.device) if train.device in _known() else known_target())
+    f = fit(train, validation, known_target(train.device))
     print(
         f"lambda {f.lam}: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
         f"(analytic alone {f.validation_regret_analytic:.4f}), {f.rows} rows"
@@ -306,12 +314,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"{f.validation_regret_analytic:.4f}); wrote {path}"
     )
     return 0
-
-
-def _known() -> set[str]:
-    from .select.target import KNOWN
-
-    return set(KNOWN)
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
@@ -402,9 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--install", action="store_true", help="add the entries to this device's autotune cache")
     p.set_defaults(func=cmd_tune)
     p = sub.add_parser("fit", help="fit the ranker's correction on a train table, choosing on a validation table")
-    p.add_argument("train")
-    p.add_argument("validation")
+    p.add_argument("train", nargs="?")
+    p.add_argument("validation", nargs="?")
     p.add_argument("--out", default="ranker.json")
+    p.add_argument("--check", metavar="FAMILY", help="only say whether FAMILY's correction (e.g. sm90) is current")
     p.set_defaults(func=cmd_fit)
     p = sub.add_parser("calibrate", help="a short tune and fit for this GPU's family (needs torch and a GPU)")
     p.add_argument("--shapes", type=int, default=24, help="train shapes to time (validation: half as many)")

@@ -328,3 +328,14 @@ def test_ctgraph_reaches_backends_only_through_the_registry():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctgraph.select"):
                 assert node.module in allowed, (path, node.module)
+
+
+def test_fit_check_says_whether_a_correction_matches_the_kernels(monkeypatch, capsys):
+    from ctgraph.cli import main
+    from ctgraph.select import fit as fitting
+
+    monkeypatch.setattr(fitting, "kernel_hash", lambda *a: "kernels-of-today")
+    assert main(["fit", "--check", "sm90"]) == 1  # the shipped fit was taken on other kernels than these
+    assert "stale" in capsys.readouterr().out
+    assert main(["fit", "--check", "sm-unknown"]) == 0  # no fit: the analytic model alone is always current
+    assert main(["fit"]) == 2 and "give a train and a validation table" in capsys.readouterr().err
