@@ -1,5 +1,5 @@
-"""Whole-file writes for the on-disk caches (:func:`ctgraph.knobs.cache_dir`): nvcc output, autotune entries, calibrated
-rankers.
+"""The caches: whole-file writes for the on-disk ones (:func:`ctgraph.knobs.cache_dir`: nvcc output, autotune entries,
+calibrated rankers), and :class:`LRU`, the bound on the in-memory ones (compiled modules).
 
 Several processes share one cache (``pytest -n 8``, a pool that compiles kernels ahead of a benchmark), and a run may
 be stopped mid-write. Each file is therefore written under a name of its own in the same directory and then renamed
@@ -10,9 +10,44 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import OrderedDict
+from collections.abc import Hashable
 from pathlib import Path
+from typing import Generic, TypeVar
 
-__all__ = ["write_whole"]
+__all__ = ["LRU", "write_whole"]
+
+V = TypeVar("V")
+
+
+class LRU(Generic[V]):
+    """At most ``size`` entries, the least recently used dropped first. A dropped compiled module stays alive as long
+    as a program holds it; the cache only stops holding it, so memory is bounded by the programs in use."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"an LRU cache holds at least one entry, got size={size}")
+        self.size = size
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
+
+    def get(self, key: Hashable) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: Hashable, value: V) -> V:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
 
 
 def write_whole(path: Path, data: str | bytes) -> Path:

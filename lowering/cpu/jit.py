@@ -1,4 +1,5 @@
-"""LLVM IR text -> machine code for this host, with llvmlite's MCJIT; compiled once per IR text.
+"""LLVM IR text -> machine code for this host, with llvmlite's MCJIT; compiled once per IR text, the last
+:data:`CACHE_SIZE` kept.
 
 The cache key is the SHA-256 of the IR text: the same control graph and options give the same text,
 so a kernel for a new GEMM shape (sizes are parameters) reuses the compiled code.
@@ -13,6 +14,8 @@ import threading
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
+
+from ctgraph.cache import LRU
 
 __all__ = ["Compiled", "cache_info", "compile_ir"]
 
@@ -44,17 +47,23 @@ class Compiled:
         return SIGNATURE(self.engine.get_function_address(name))
 
 
-_CACHE: dict[str, Compiled] = {}
+CACHE_SIZE = 256  # compiled modules kept for reuse (a program keeps its own alive)
+_CACHE: LRU[Compiled] = LRU(CACHE_SIZE)
 _LOCK = threading.Lock()
 _STATS = {"hits": 0, "compiles": 0}
 
 
 @functools.cache
-def _target_machine() -> llvm.TargetMachine:
+def _native() -> llvm.Target:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(
+    return llvm.Target.from_triple(llvm.get_process_triple())
+
+
+def _target_machine() -> llvm.TargetMachine:
+    """A target machine for this host, one per engine. NOTE: an MCJIT engine owns its target machine and frees it
+    with itself; one machine shared by several engines is freed under the others once the cache drops an engine."""
+    return _native().create_target_machine(
         cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
     )
 
@@ -76,9 +85,8 @@ def compile_ir(ir_text: str) -> Compiled:
         pb.getModulePassManager().run(mod, pb)
         engine = llvm.create_mcjit_compiler(mod, tm)
         engine.finalize_object()
-        _CACHE[key] = Compiled(key, engine, str(mod))
         _STATS["compiles"] += 1
-        return _CACHE[key]
+        return _CACHE.put(key, Compiled(key, engine, str(mod)))
 
 
 def cache_info() -> dict[str, int]:

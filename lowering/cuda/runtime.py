@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ctgraph.cache import LRU
 from ctgraph.control import Wait
 from ctgraph.lower import launch_grids, lower_to_control, partial_slots
 from ctgraph.operands import check_no_overlap, check_scalars, expected_shapes, host_range
@@ -34,7 +35,8 @@ from .plan.mma import layout
 
 __all__ = ["CudaProgram", "resolve_mainloop"]
 
-_MODULES: dict[tuple[str, str, str, Any], Any] = {}  # (source, arch, entry point, launch) -> loaded function
+MODULES = 256  # loaded functions kept for reuse (a program keeps its own alive)
+_MODULES: LRU[Any] = LRU(MODULES)  # (source, arch, entry point, launch) -> loaded function
 _LOCK = threading.Lock()
 INT32_MAX = 2**31 - 1
 
@@ -50,10 +52,11 @@ def _load(source: str, name: str, opts: CudaOptions, launch: Any) -> Any:
 
     key = (source, opts.arch, name, launch)
     with _LOCK:
-        if key not in _MODULES:
+        loaded = _MODULES.get(key)
+        if loaded is None:
             _context()
-            _MODULES[key] = load_function(cubin(source, opts.arch), name, launch)
-        return _MODULES[key]
+            loaded = _MODULES.put(key, load_function(cubin(source, opts.arch), name, launch))
+        return loaded
 
 
 def resolve_mainloop(opts: CudaOptions, dtype: str, macro_tile: tuple[int, int, int]) -> str:

@@ -54,3 +54,35 @@ def test_cubins_are_cached_whole_by_source_arch_and_nvcc_version(tmp_path, monke
     nvcc.cubin("k", "sm_90a")
     assert calls == [False, False]
     assert all(p.suffix == ".cubin" for p in (tmp_path / "pycuda").iterdir())
+
+
+def test_lru_keeps_the_most_recently_used():
+    from ctgraph.cache import LRU
+
+    lru: LRU[int] = LRU(2)
+    lru.put("a", 1)
+    lru.put("b", 2)
+    assert lru.get("a") == 1  # "a" is now the most recent
+    lru.put("c", 3)
+    assert "b" not in lru and lru.get("a") == 1 and lru.get("c") == 3 and len(lru) == 2
+    with pytest.raises(ValueError, match="at least one entry"):
+        LRU(0)
+
+
+def test_the_cpu_jit_cache_is_bounded(monkeypatch):
+    """Many distinct kernels: the in-memory cache holds the last CACHE_SIZE; a program keeps its own module."""
+    import numpy as np
+
+    import ctgraph
+    from ctgraph.cache import LRU
+    from lowering.cpu import jit
+
+    monkeypatch.setattr(jit, "_CACHE", LRU(2))
+    kernels = [
+        ctgraph.compile(ctgraph.gemm(8, 8, 8, macro_tile=(4, 4, bk), dtype="float32"), "dataparallel", 2, target="cpu")
+        for bk in (1, 2, 4)
+    ]
+    A, B = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    assert all(np.array_equal(k(A, B), A @ B) for k in kernels)  # each JIT-compiles on its first call
+    assert len(jit._CACHE) == 2
+    assert np.array_equal(kernels[0](A, B), A @ B)  # evicted from the cache, still held by its program
