@@ -61,8 +61,13 @@ def rank(
     m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, pool: list[Config] | None = None
 ) -> list[tuple[Config, float]]:
     """``pool`` (default: every candidate) ordered by the ranker's predicted seconds; ties keep the pool's order."""
-    correction = _correction(target.family)
     pool = candidates(m, n, k, dtype, target, path, supports) if pool is None else pool
+    return _ranked(pool, m, n, k, dtype, target)
+
+
+def _ranked(pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target) -> list[tuple[Config, float]]:
+    """``pool`` with the predicted seconds of each, fastest first; ties keep the pool's order."""
+    correction = _correction(target.family)
     scored = [(predict(c, m, n, k, dtype, target, correction), i, c) for i, c in enumerate(pool)]
     return [(c, t) for t, _, c in sorted(scored)]
 
@@ -109,10 +114,5 @@ def select_schedule(
         tm, tn = tile_counts(m, n, tile)
         g = min(target.resident(layout.cluster), tm * tn * k_iterations(k, tile))
         return Selection(Config(tile, layout, transform or "dataparallel", g), "no candidate of this transform")
-    correction = _correction(target.family)
-    scored = sorted((predict(c, m, n, k, dtype, target, correction), i, c) for i, c in enumerate(pool))
-    return Selection(
-        scored[0][2],
-        f"ranker, schedules of {tile_name(tile)} on {layout.name}",
-        tuple((c, t) for t, _, c in scored[:8]),
-    )
+    ranked = _ranked(pool, m, n, k, dtype, target)
+    return Selection(ranked[0][0], f"ranker, schedules of {tile_name(tile)} on {layout.name}", tuple(ranked[:8]))

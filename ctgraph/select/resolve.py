@@ -15,7 +15,7 @@ from typing import Any
 from .. import knobs
 from ..backends import backend, cuda_available
 from ..graph import CoordinateGraph
-from . import Selection, rank, select, select_schedule
+from . import Selection, select, select_schedule
 from .autotune import autotune as run_autotune
 from .config import Config, Layout
 from .target import Target, known_target
@@ -99,7 +99,7 @@ def choose(
         chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
         if graph.attrs.get("auto_tile"):
             if build is not None and chosen.source != "measured":
-                ranked = [c for c, _ in rank(p.m, p.n, p.k, p.dtype, target, path, supports)]
+                ranked = [c for c, _ in chosen.ranked]  # the ranker's first candidates, as select ranked them
                 entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, build)
                 why = f"autotuned on first call ({len(entry.seconds)} candidates timed)"
                 chosen = Selection(entry.config, why, chosen.ranked, "autotune")
