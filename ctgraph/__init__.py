@@ -5,9 +5,12 @@ Pipeline: :func:`gemm` builds the precondition coordinate graph; :func:`compile`
 control graph and hands it to a backend (``lowering.cpu``, ``lowering.cuda``). :func:`evaluate` and
 :func:`lambdify` turn the index expressions read off a graph into numbers; a missing optional
 dependency (pycuda, a GPU, nvcc, torch, matplotlib, graphviz's ``dot``) raises :class:`MissingDependency`.
+:func:`matmul` is the drop-in for torch users (also ``torch.ops.ctgraph.matmul``).
 """
 
 from __future__ import annotations
+
+from wrapt import register_post_import_hook
 
 from .api import Kernel, compile
 from .deps import MissingDependency
@@ -17,6 +20,7 @@ from .gemm import gemm
 from .graph import CoordinateGraph
 from .passes import TRANSFORMS
 from .plot import plot_schedule
+from .torch_ops import matmul, register_torch_ops
 
 __all__ = [
     "TRANSFORMS",
@@ -28,6 +32,11 @@ __all__ = [
     "evaluate",
     "gemm",
     "lambdify",
+    "matmul",
     "plot_schedule",
+    "register_torch_ops",
 ]
 __version__ = "0.1.0"
+
+# torch.ops.ctgraph.matmul exists once torch is imported, before ctgraph or after it (torch_ops' docstring)
+register_post_import_hook(lambda _torch: register_torch_ops(), "torch")

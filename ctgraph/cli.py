@@ -330,6 +330,14 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_overhead(args: argparse.Namespace) -> int:
+    from .overhead import run, table
+
+    _require_gpu_stack("python -m ctgraph overhead")
+    print(table(run()))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctgraph", description="ctgraph: a coordinate-graph GEMM compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -422,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--regret", type=int, default=0, metavar="N", help="also time the ranker's first N candidates")
     p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")
     p.set_defaults(func=cmd_heldout)
+    p = sub.add_parser("overhead", help="host time per Python call against torch.matmul (needs torch and a GPU)")
+    p.set_defaults(func=cmd_overhead)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

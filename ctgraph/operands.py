@@ -12,12 +12,17 @@ from .gemm import GemmProblem
 __all__ = ["check_host_operands", "check_scalars", "expected_shapes"]
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def expected_shapes(p: GemmProblem) -> dict[str, tuple[int, int]]:
     return {"A": (p.m, p.k), "B": (p.k, p.n), "C": (p.m, p.n), "out": (p.m, p.n)}
 
 
 def check_scalars(alpha: Any, beta: Any) -> tuple[float, float]:
     """``alpha`` and ``beta`` as floats: real numbers that are finite in float32 (the kernels' epilogue type)."""
+    if type(alpha) is float and type(beta) is float and abs(alpha) <= FLOAT32_MAX and abs(beta) <= FLOAT32_MAX:
+        return alpha, beta  # NOTE: every call's case, without numpy
     for name, v in (("alpha", alpha), ("beta", beta)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {type(v).__name__}")

@@ -15,7 +15,18 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CudaError", "Function", "Launch", "bounded_wait", "device_attribute", "load_function", "stream_synchronize"]
+__all__ = [
+    "CudaError",
+    "Function",
+    "Launch",
+    "LaunchConfig",
+    "bounded_wait",
+    "device_attribute",
+    "load_function",
+    "replace_address",
+    "stream_synchronize",
+    "tensor_map",
+]
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -142,24 +153,52 @@ class Function:
 
     def __init__(self, cubin: bytes, name: str, launch: Launch) -> None:
         self._image = ctypes.create_string_buffer(cubin, len(cubin))
-        self.module, self.handle = ctypes.c_void_p(), ctypes.c_void_p()
+        self.module, self.handle, self.context = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        _check(_lib().cuCtxGetCurrent(ctypes.byref(self.context)), "cuCtxGetCurrent")
         _check(_lib().cuModuleLoadData(ctypes.byref(self.module), self._image), "cuModuleLoadData")
         _check(_lib().cuModuleGetFunction(ctypes.byref(self.handle), self.module, name.encode()), "cuModuleGetFunction")
         _check(
             _lib().cuFuncSetAttribute(self.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem_bytes),
             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
         )
-        self.config = launch
+        self.spec = launch
         # the launch's attributes, built once: programmatic stream serialization where the launch asks for PDL
         pdl = LaunchAttribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, _AttributeValue(int=1))
         self._attrs = (LaunchAttribute * 1)(pdl) if launch.pdl else (LaunchAttribute * 0)()
 
+    def __del__(self) -> None:
+        """Unload the module in the context it was loaded in (its code and constants leave the device)."""
+        module = getattr(self, "module", None)
+        if module is None or not module.value or not self.context.value:
+            return
+        self.module = ctypes.c_void_p()
+        try:
+            lib = _lib()
+            if lib.cuCtxPushCurrent_v2(self.context) == 0:
+                lib.cuModuleUnload(module)
+                lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+        except Exception:  # NOTE: at interpreter exit the driver may be gone first; the module goes with it
+            pass
+
+    @contextlib.contextmanager
+    def _current(self) -> Iterator[None]:
+        """The context this function was loaded in, current inside the block (pushed and popped)."""
+        _check(_lib().cuCtxPushCurrent_v2(self.context), "cuCtxPushCurrent")
+        try:
+            yield
+        finally:
+            _lib().cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+
     def resident_ctas(self) -> int:
-        """How many CTAs of this kernel can be resident at once on the device (occupancy x SMs)."""
+        """How many CTAs of this kernel can be resident at once on its device (occupancy x SMs)."""
+        with self._current():
+            return self._resident_ctas()
+
+    def _resident_ctas(self) -> int:
         per_sm = ctypes.c_int()
         _check(
             _lib().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                ctypes.byref(per_sm), self.handle, self.config.threads, ctypes.c_size_t(self.config.smem_bytes)
+                ctypes.byref(per_sm), self.handle, self.spec.threads, ctypes.c_size_t(self.spec.smem_bytes)
             ),
             "cuOccupancyMaxActiveBlocksPerMultiprocessor",
         )
@@ -168,9 +207,14 @@ class Function:
     def resident_workgroups(self) -> int:
         """How many workgroups can be resident at once: CTAs, or whole clusters (``cuOccupancyMaxActiveClusters``,
         which knows how clusters pack into the GPCs)."""
-        c = self.config
+        c = self.spec
         if c.cluster == 1:
             return self.resident_ctas() // c.ctas_per_workgroup
+        with self._current():
+            return self._resident_clusters()
+
+    def _resident_clusters(self) -> int:
+        c = self.spec
         config = LaunchConfig(c.cluster, 1, 1, c.threads, 1, 1, c.smem_bytes, None, None, 0)
         clusters = ctypes.c_int()
         _check(
@@ -179,13 +223,20 @@ class Function:
         )
         return clusters.value
 
-    def launch(self, grid: int, args: Sequence[ctypes._SimpleCData], stream: int = 0) -> None:
-        """Launch ``grid`` workgroups (``grid * ctas_per_workgroup`` CTAs)."""
-        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        c, n = self.config, len(self._attrs)
+    def config(self, grid: int, stream: int = 0) -> LaunchConfig:
+        """The launch configuration of ``grid`` workgroups (``grid * ctas_per_workgroup`` CTAs) on ``stream``; its
+        attributes live as long as this function."""
+        c, n = self.spec, len(self._attrs)
         attrs = ctypes.addressof(self._attrs) if n else None
-        config = LaunchConfig(grid * c.ctas_per_workgroup, 1, 1, c.threads, 1, 1, c.smem_bytes, stream, attrs, n)
-        _check(_lib().cuLaunchKernelEx(ctypes.byref(config), self.handle, ptrs, None), "cuLaunchKernelEx")
+        return LaunchConfig(grid * c.ctas_per_workgroup, 1, 1, c.threads, 1, 1, c.smem_bytes, stream, attrs, n)
+
+    def launch(self, grid: int, args: Sequence[ctypes._SimpleCData], stream: int = 0) -> None:
+        """Launch ``grid`` workgroups with ``args`` (one ctypes value per kernel parameter)."""
+        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        _check(
+            _lib().cuLaunchKernelEx(ctypes.byref(self.config(grid, stream)), self.handle, ptrs, None),
+            "cuLaunchKernelEx",
+        )
 
 
 def load_function(cubin: bytes, name: str, launch: Launch) -> Function:
@@ -207,11 +258,10 @@ class TensorMap(ctypes.Structure):
     _fields_ = [("opaque", ctypes.c_uint64 * 16)]
 
 
-@functools.lru_cache(maxsize=256)
 def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swizzle: int) -> TensorMap:
     """The TMA descriptor of a row-major fp16 ``rows x cols`` matrix at ``ptr``, copied in boxes of
     ``box_rows x box_cols`` with a ``swizzle``-byte swizzle; elements outside the matrix read as zero
-    (loads) and are not written (stores)."""
+    (loads) and are not written (stores). :func:`replace_address` points it at another matrix of the same shape."""
     buf = ctypes.create_string_buffer(ctypes.sizeof(TensorMap) + 64)
     tm = TensorMap.from_address(-(-ctypes.addressof(buf) // 64) * 64)
     tm._buffer = buf  # type: ignore[attr-defined]  # keeps the memory alive with the map
@@ -237,6 +287,11 @@ def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swi
         "cuTensorMapEncodeTiled",
     )
     return tm
+
+
+def replace_address(tm: TensorMap, ptr: int) -> None:
+    """Point ``tm`` at the matrix at ``ptr`` (16-byte aligned), its shape and boxes unchanged, in place."""
+    _check(_lib().cuTensorMapReplaceAddress(ctypes.byref(tm), ctypes.c_void_p(ptr)), "cuTensorMapReplaceAddress")
 
 
 @functools.cache

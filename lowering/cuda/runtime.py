@@ -1,10 +1,18 @@
 """The CUDA backend's runtime: a kernel's control graph -> :class:`CudaProgram`, which generates its sources
-(:mod:`lowering.cuda.emit`), compiles and loads them on first call (:mod:`lowering.cuda.nvcc`,
-:mod:`lowering.cuda.driver`), and launches them with their workspaces, flags and tensor maps.
+(:mod:`lowering.cuda.emit`), compiles them (:mod:`lowering.cuda.nvcc`), loads them on each device that calls them
+(:mod:`lowering.cuda.driver`) and launches them (:mod:`lowering.cuda.launch`) with their workspaces
+(:mod:`lowering.cuda.workspace`).
 
-The grid is ``kernel.workgroups`` and must not exceed the number of CTAs that can be resident at once (the occupancy
-API): the fixup spin-waits would deadlock on a CTA that is not running. Workspace and flags belong to the program,
-one set per stream, and the flags reset themselves.
+A call, in order: ``alpha``/``beta`` and every operand checked (shape, dtype, layout, device, ``out`` overlapping
+an input) before anything runs; the device's primary context bound on the calling thread (:mod:`.contexts`); the
+stream (default: torch's current stream on the operands' device with torch tensors, the legacy stream otherwise);
+then the prepared launch. torch tensors take a fast path that reads each tensor's facts once; other operands
+(numpy arrays, copied on the launch stream; pycuda GPUArrays and any ``__cuda_array_interface__``) the general one.
+
+**Devices.** A program runs on any device: it is loaded on a device the first time a call's operands are there, and
+the grid is checked against what that device holds at once. Operands on different devices raise before launch.
+The grid must not exceed the workgroups that can be resident at once (the occupancy API): the fixup spin-waits
+would deadlock on a CTA that is not running.
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import sys
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -20,41 +30,41 @@ import numpy as np
 from ctgraph.cache import LRU
 from ctgraph.control import Wait
 from ctgraph.lower import launch_grids, lower_to_control, partial_slots
-from ctgraph.operands import check_no_overlap, check_scalars, expected_shapes, host_range
+from ctgraph.operands import check_no_overlap, check_scalars, expected_shapes, host_range, overlapping
 from ctgraph.params import bindings
 
+from . import contexts, memory
 from .divisors import Divisor, fast_divisors
+from .driver import bounded_wait, stream_synchronize
 from .emit import generate
 from .emit import hopper as emit_hopper
 from .emit.base import loads_tiles
+from .launch import OPERAND_A, OPERAND_B, OPERAND_D, MapSpec, Prepared
 from .nvcc import ptx
 from .operands import Operand, classify
 from .options import CudaOptions, options_from
 from .plan.hopper import d_tail_box, hopper_layout, reduction_launch, swizzle_bytes
 from .plan.mma import layout
+from .workspace import Workspaces
 
 __all__ = ["CudaProgram", "resolve_mainloop"]
 
 MODULES = 256  # loaded functions kept for reuse (a program keeps its own alive)
-_MODULES: LRU[Any] = LRU(MODULES)  # (source, arch, entry point, launch) -> loaded function
+_MODULES: LRU[Any] = LRU(MODULES)  # (device, source, arch, entry point, launch) -> loaded function
 _LOCK = threading.Lock()
 INT32_MAX = 2**31 - 1
 
 
-def _context() -> None:
-    import pycuda.autoprimaryctx  # noqa: F401 -- the device's primary context, shared with torch
-
-
-def _load(source: str, name: str, opts: CudaOptions, launch: Any) -> Any:
-    """Compile and load once per (source, arch, entry point, launch): a new shape reuses the same binary."""
+def _load(device: int, source: str, name: str, opts: CudaOptions, launch: Any) -> Any:
+    """Compile once per (source, arch), load once per device and entry point: a new shape reuses the binary. Loads
+    into ``device``'s primary context, which the caller has made current."""
     from .driver import load_function
     from .nvcc import cubin
 
-    key = (source, opts.arch, name, launch)
+    key = (device, source, opts.arch, name, launch)
     with _LOCK:
         loaded = _MODULES.get(key)
         if loaded is None:
-            _context()
             loaded = _MODULES.put(key, load_function(cubin(source, opts.arch), name, launch))
         return loaded
 
@@ -106,7 +116,7 @@ class CudaProgram:
             self.variant = "vector" if self.options.vector and rows_ok else "scalar"
         self._sources: dict[str, str] = {}
         self._layouts: dict[str, dict[str, int]] = {}
-        self._functions: dict[tuple[str, str], Any] = {}
+        self._functions: dict[tuple[int, str, str], Any] = {}
         self.source = self.source_of(self.variant)
         self.layout = self.layout_of(self.variant)
         values = bindings(kernel.graph)
@@ -115,10 +125,16 @@ class CudaProgram:
             raise ValueError(f"sizes {too_big} exceed 32-bit index math; split the GEMM")
         fast = fast_divisors(self.control)
         self.params = [Divisor.of(values[s]) if s in fast else ctypes.c_int(values[s]) for s in self.root.params]
-        self.slots = max(partial_slots(kernel.graph), 1)
-        self._workspaces: dict[int, tuple[Any, Any]] = {}
+        self.slots = partial_slots(kernel.graph)
+        # NOTE: a workspace tile per slot in the largest layout a call may take, a flag per slot and CTA of a cluster
+        bm, bn, cluster = self.layout["BM"], self.layout["BN"], self.layout.get("CLUSTER", 1)
+        self.workspaces = Workspaces(4 * self.slots * bm * bn, self.slots * cluster) if self.slots else None
+        if self.workspaces is not None:
+            weakref.finalize(self, self.workspaces.release)
         self._ptx: dict[str, str] = {}
-        self._resident: dict[str, int] = {}
+        self._resident: dict[tuple[int, str], int] = {}
+        self._prepared: dict[tuple[int, str], Prepared] = {}
+        self._torch = _TorchFacts(p) if "torch" in sys.modules else None
 
     def _options_of(self, variant: str) -> CudaOptions:
         if variant == "wgmma":
@@ -151,45 +167,39 @@ class CudaProgram:
 
         return cubin(self.source, self.options.arch)
 
-    def function(self, variant: str | None = None, name: str | None = None) -> Any:
-        """The loaded entry point ``name`` (default: the first kernel) of ``variant`` (default: the primary)."""
-        key = (variant or self.variant, name or self.root.name)
+    def function(self, variant: str | None = None, name: str | None = None, device: int | None = None) -> Any:
+        """The loaded entry point ``name`` (default: the first kernel) of ``variant`` (default: the primary) on
+        ``device`` (default: the calling thread's current device)."""
+        dev = contexts.current_device() if device is None else device
+        key = (dev, variant or self.variant, name or self.root.name)
         if key not in self._functions:
             from .driver import Launch
 
-            lay, hopper = self.layout_of(key[0]), key[0] == "wgmma"
+            lay, hopper = self.layout_of(key[1]), key[1] == "wgmma"
             shape: tuple[int, int, int, int | None] = (lay["BLOCK"], lay["SMEM_BYTES"], lay.get("CLUSTER", 1), None)
-            if hopper and key[1] in self.reductions:
+            if hopper and key[2] in self.reductions:
                 shape = reduction_launch(lay)
             launch = Launch(*shape, pdl=hopper and self.options.pdl)  # the Hopper source waits for the kernel before
-            self._functions[key] = _load(self.source_of(key[0]), key[1], self.options, launch)
+            with contexts.bound(dev):
+                self._functions[key] = _load(dev, self.source_of(key[1]), key[2], self.options, launch)
         return self._functions[key]
 
-    def build(self, variant: str | None = None) -> CudaProgram:
-        """Compile and load ``variant``; refuse a grid larger than what can be resident (checked once each)."""
-        v = variant or self.variant
-        if v in self._resident:
+    def build(self, variant: str | None = None, device: int | None = None) -> CudaProgram:
+        """Compile and load ``variant`` on ``device`` (default: the current one); refuse a grid larger than what
+        can be resident there (checked once each)."""
+        v, dev = variant or self.variant, contexts.current_device() if device is None else device
+        if (dev, v) in self._resident:
             return self
-        limit = self._resident[v] = self.function(v).resident_workgroups()
+        with contexts.bound(dev):
+            limit = self.function(v, device=dev).resident_workgroups()
         if self.spins and self.kernel.workgroups > limit:
-            del self._resident[v]
             raise ValueError(
                 f"workgroups={self.kernel.workgroups} exceeds the {limit} workgroups of this kernel that can be "
-                "resident at once on this GPU; Stream-K's fixup waits would deadlock. Use workgroups<="
+                f"resident at once on device {dev}; Stream-K's fixup waits would deadlock. Use workgroups<="
                 f"{limit} (or leave it None)"
             )
+        self._resident[(dev, v)] = limit
         return self
-
-    def _workspace(self, stream: int) -> tuple[Any, Any]:
-        if stream not in self._workspaces:
-            import pycuda.gpuarray as ga
-
-            bm, bn, cluster = self.layout["BM"], self.layout["BN"], self.layout.get("CLUSTER", 1)
-            self._workspaces[stream] = (
-                ga.zeros(self.slots * bm * bn, np.float32),
-                ga.zeros(self.slots * cluster, np.uint32),  # a flag per slot and CTA of a cluster
-            )
-        return self._workspaces[stream]
 
     def __call__(
         self,
@@ -202,31 +212,54 @@ class CudaProgram:
         out: Any = None,
         stream: Any = None,
     ) -> Any:
-        p = self.kernel.problem
         alpha, beta = check_scalars(alpha, beta)
         if C is None and beta != 0:
             raise ValueError("C is required when beta != 0 (pass C, or beta=0.0)")
-        ops = {n: classify(p, n, x) for n, x in (("A", A), ("B", B), ("C", C), ("out", out)) if x is not None}
-        check_out(p, ops)  # before any copy or launch
-        handle = _stream_handle(stream)
-        self.build()
-        import pycuda.gpuarray as ga
+        facts = self._torch
+        if facts is None and "torch" in sys.modules:
+            facts = self._torch = _TorchFacts(self.kernel.problem)
+        if facts is not None:
+            done = facts.call(self, A, B, C, out, alpha, beta, stream)
+            if done is not None:
+                return done
+        return self._call(A, B, C, out, alpha, beta, stream)
 
-        dev: dict[str, Any] = {}
-        for n, op in ops.items():
-            if op.host:
-                dev[n] = ga.to_gpu(op.obj) if n != "out" else ga.empty(op.obj.shape, op.obj.dtype)
-                op.ptr = int(dev[n].gpudata)
-        if "out" not in ops:
-            D, ptr_d = _allocate_like(ops["A"], (p.m, p.n), p.dtype)
-            ops["out"] = Operand("out", D, host=False, ptr=ptr_d)
+    def _variant(self, a: int, b: int, d: int) -> str:
         variant = self.variant
-        if variant != "scalar" and any(ops[n].ptr % 16 for n in ("A", "B")):
+        if variant != "scalar" and (a % 16 or b % 16):
             variant = "scalar"  # NOTE: TMA and 16-byte vectors need aligned rows; element loads take any pointer
-        if variant == "wgmma" and ops["out"].ptr % 16:
+        if variant == "wgmma" and d % 16:
             variant = "vector"  # NOTE: the TMA store of D needs an aligned D too
+        return variant
+
+    def launch(
+        self,
+        device: int,
+        stream: int,
+        pointers: tuple[int, int, int, int],
+        alpha: float,
+        beta: float,
+        torch_alloc: bool,
+    ) -> None:
+        """Launch on ``stream`` of ``device`` with checked operand ``pointers`` (A, B, C or 0, D)."""
+        variant = self._variant(pointers[0], pointers[1], pointers[3])
+        pushed = contexts.enter(device)
         try:
-            self.build(variant)
+            prepared = self._prepared.get((device, variant))
+            if prepared is None:
+                prepared = self._prepare(device, variant, pointers)
+            ws = flags = 0
+            if self.workspaces is not None:
+                ws, flags = self.workspaces.get(device, stream, torch_alloc, memory.capture_id(stream))
+            prepared(pointers, alpha, beta, ws, flags, stream)
+        finally:
+            if pushed:
+                contexts.leave()
+
+    def _prepare(self, device: int, variant: str, pointers: tuple[int, int, int, int]) -> Prepared:
+        p = self.kernel.problem
+        try:
+            self.build(variant, device)
         except ValueError as e:
             if variant == self.variant:
                 raise
@@ -235,57 +268,174 @@ class CudaProgram:
                 f"macro_tile {p.macro_tile} ({e}); pass 16-byte aligned operands (torch's allocations are) or "
                 "compile with a tile the mma path runs"
             ) from None
-        ws, flags = self._workspace(handle)
-        c_ptr = ops["C"].ptr if "C" in ops else 0
-        args = [
-            ctypes.c_void_p(ops["A"].ptr),
-            ctypes.c_void_p(ops["B"].ptr),
-            ctypes.c_void_p(c_ptr),
-            ctypes.c_void_p(ops["out"].ptr),
-            ctypes.c_float(alpha),
-            ctypes.c_float(beta),
-            ctypes.c_void_p(int(ws.gpudata)),
-            ctypes.c_void_p(int(flags.gpudata)),
-            *self.params,
-        ]
-        if variant == "wgmma":
-            args += self._tensor_maps(ops["A"].ptr, ops["B"].ptr, ops["out"].ptr)
-        from .driver import bounded_wait, stream_synchronize
+        kernels = [(self.function(variant, name, device), grid) for name, grid in self.grids]
+        maps = self._tensor_maps() if variant == "wgmma" else []
+        prepared = Prepared(kernels, self.params, maps, pointers)
+        return self._prepared.setdefault((device, variant), prepared)
 
-        wait = "out" in dev or ops["A"].host  # a numpy result: wait for the kernel, then copy back
-        bounded = wait and variant == "wgmma"  # no CTA runs past its watchdog's limit: twice that is an error
-        what = f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel"
-        with (
-            bounded_wait(handle, 2 * emit_hopper.WATCHDOG_NS / 1e9 + 10, what) if bounded else contextlib.nullcontext()
-        ):
-            for name, grid in self.grids:  # in order, on one stream: a reduction kernel starts after the first
-                self.function(variant, name).launch(grid, args, handle)
-        if wait and not bounded:
-            stream_synchronize(handle)
-        if wait:
-            if "out" in dev:
-                dev["out"].get(ops["out"].obj)
-                return ops["out"].obj
-            return ops["out"].obj.get()
-        return ops["out"].obj
-
-    def _tensor_maps(self, a: int, b: int, d: int) -> list[Any]:
+    def _tensor_maps(self) -> list[MapSpec]:
         """TMA descriptors of A (boxes of A_SHARE rows x BK: a CTA's share of the rows its cluster's grid row
         needs), B (boxes of BK/CLUSTER_M k-rows x 64 columns, one 128-byte swizzle span: a CTA's share of the
         k-rows its grid column needs) and D (boxes of D_ROWS rows x 64 columns, stored from shared memory, and
         where a CTA's rows end in a shorter box, of D_TAIL rows; where its columns do, unswizzled boxes of D_ROWS
         rows x D_TAIL columns)."""
-        from .driver import tensor_map
-
         p, lay = self.kernel.problem, self.layout_of("wgmma")
         bk = lay["BK"]
         a_rows, b_rows = lay["A_SHARE"], bk // lay["CLUSTER_M"]  # a CTA's shares, multicast
         return [
-            tensor_map(a, p.m, p.k, a_rows, bk, swizzle_bytes(bk)),
-            tensor_map(b, p.k, p.n, b_rows, 64, 128),
-            tensor_map(d, p.m, p.n, lay["D_ROWS"], 64, 128),
-            *([tensor_map(d, p.m, p.n, *d_tail_box(lay))] if lay["D_TAIL"] else []),
+            MapSpec(OPERAND_A, p.m, p.k, a_rows, bk, swizzle_bytes(bk)),
+            MapSpec(OPERAND_B, p.k, p.n, b_rows, 64, 128),
+            MapSpec(OPERAND_D, p.m, p.n, lay["D_ROWS"], 64, 128),
+            *([MapSpec(OPERAND_D, p.m, p.n, *d_tail_box(lay))] if lay["D_TAIL"] else []),
         ]
+
+    def _call(self, A: Any, B: Any, C: Any, out: Any, alpha: float, beta: float, stream: Any) -> Any:
+        """The general path: numpy arrays (copied on the launch stream), GPUArrays, ``__cuda_array_interface__``."""
+        p = self.kernel.problem
+        ops = {n: classify(p, n, x) for n, x in (("A", A), ("B", B), ("C", C), ("out", out)) if x is not None}
+        check_out(p, ops)  # before any copy or launch
+        device = _device_of(ops)
+        torch_op = next((op for op in ops.values() if _is_torch(op.obj)), None)
+        default = _torch_stream(device) if torch_op is not None else 0  # no torch: the legacy stream, as pycuda's
+        handle = default if stream is None else _stream_handle(stream)
+        host = [n for n, op in ops.items() if op.host]
+        pushed = contexts.enter(device)
+        try:
+            if host and memory.capture_id(handle) is not None:
+                raise ValueError(
+                    f"{', '.join(host)} {'is a numpy array' if len(host) == 1 else 'are numpy arrays'}: a call "
+                    "being captured into a CUDA graph takes device operands only (torch tensors)"
+                )
+            buffers = []
+            try:
+                for n in host:
+                    op = ops[n]
+                    op.ptr = memory.alloc(op.obj.nbytes)
+                    buffers.append(op.ptr)
+                    if n != "out":
+                        memory.copy_to_device(op.ptr, op.obj.ctypes.data, op.obj.nbytes, handle)
+                if "out" not in ops:
+                    D, ptr_d = _allocate_like(ops["A"], (p.m, p.n), p.dtype, device)
+                    ops["out"] = Operand("out", D, host=ops["A"].host, ptr=ptr_d)
+                    if ops["out"].host:
+                        ptr_d = memory.alloc(D.nbytes)
+                        ops["out"].ptr = ptr_d
+                        buffers.append(ptr_d)
+                pointers = (ops["A"].ptr, ops["B"].ptr, ops["C"].ptr if "C" in ops else 0, ops["out"].ptr)
+                variant = self._variant(pointers[0], pointers[1], pointers[3])
+                wait = bool(host)  # a numpy operand: wait for the kernel, then copy back and free
+                bounded = wait and variant == "wgmma"  # no CTA runs past its watchdog's limit: twice that is an error
+                what = f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel"
+                limit = 2 * emit_hopper.WATCHDOG_NS / 1e9 + 10
+                with bounded_wait(handle, limit, what) if bounded else contextlib.nullcontext():
+                    self.launch(device, handle, pointers, alpha, beta, torch_alloc=torch_op is not None)
+                    if ops["out"].host:
+                        d = ops["out"].obj
+                        memory.copy_from_device(d.ctypes.data, ops["out"].ptr, d.nbytes, handle)
+                if wait:
+                    stream_synchronize(handle)
+            finally:
+                if buffers:
+                    stream_synchronize(handle)  # NOTE: an error above may leave copies queued on the buffers
+                    for ptr in buffers:
+                        memory.free(ptr)
+        finally:
+            if pushed:
+                contexts.leave()
+        result = ops["out"].obj
+        if stream is not None and torch_op is not None and out is None and not ops["out"].host:
+            _record(result, handle)
+        return result
+
+
+class _TorchFacts:
+    """The fast path of a call whose operands are all CUDA torch tensors of the right dtype, shape and layout on
+    one device: each fact read once, then the launch. Anything else (or a check that fails) returns None and the
+    general path takes the call and says what is wrong."""
+
+    def __init__(self, p: Any) -> None:
+        import torch
+
+        self.torch = torch
+        self.tensor = torch.Tensor
+        self.dtype = getattr(torch, p.dtype)
+        shapes = expected_shapes(p)
+        self.a, self.b, self.d = (torch.Size(shapes[n]) for n in ("A", "B", "out"))
+        item = np.dtype(p.dtype).itemsize
+        self.bytes = {"A": p.m * p.k * item, "B": p.k * p.n * item, "C": p.m * p.n * item}
+        self.out_bytes = p.m * p.n * item
+        self.stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # NOTE: absent from CPU builds
+
+    def _ok(self, x: Any, shape: Any, device: int) -> bool:
+        return (
+            type(x) is self.tensor
+            and x.dtype is self.dtype
+            and x.shape == shape
+            and x.get_device() == device
+            and x.is_contiguous()
+        )
+
+    def call(self, prog: CudaProgram, A: Any, B: Any, C: Any, out: Any, alpha: float, beta: float, stream: Any) -> Any:
+        if type(A) is not self.tensor or self.stream is None:
+            return None
+        dev = A.get_device()
+        if dev < 0 or not self._ok(A, self.a, dev) or not self._ok(B, self.b, dev):
+            return None
+        if C is not None and not self._ok(C, self.d, dev):
+            return None
+        a, b, c = A.data_ptr(), B.data_ptr(), C.data_ptr() if C is not None else 0
+        fresh = out is None
+        if fresh:
+            out = self.torch.empty(self.d, dtype=self.dtype, device=A.device)
+        elif not self._ok(out, self.d, dev):
+            return None
+        d = out.data_ptr()
+        if not fresh:
+            spans = {n: (ptr, ptr + self.bytes[n]) for n, ptr in (("A", a), ("B", b), ("C", c)) if ptr}
+            if overlapping((d, d + self.out_bytes), spans):
+                return None  # the general path raises, naming the operand
+        handle = self.stream(dev) if stream is None else _stream_handle(stream)
+        prog.launch(dev, handle, (a, b, c, d), alpha, beta, torch_alloc=True)
+        if fresh and stream is not None and handle != self.stream(dev):
+            _record(out, handle)
+        return out
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and getattr(x, "is_cuda", False)
+
+
+def _torch_stream(device: int) -> int:
+    import torch
+
+    return int(torch._C._cuda_getCurrentRawStream(device))
+
+
+def _record(tensor: Any, handle: int) -> None:
+    """Tell torch's allocator that ``tensor`` (allocated on the current stream) is used on stream ``handle``."""
+    import torch
+
+    tensor.record_stream(torch.cuda.ExternalStream(handle, device=tensor.device))
+
+
+def _device_of(ops: dict[str, Operand]) -> int:
+    """The one device of the device operands (numpy arrays go to it; with none, the current device), or a
+    ``ValueError`` naming the operands on different devices."""
+    where = {}
+    for n, op in ops.items():
+        if op.host:
+            continue
+        if _is_torch(op.obj):
+            where[n] = op.obj.get_device()
+        else:
+            from .contexts import pointer_device
+
+            where[n] = pointer_device(op.ptr)
+    devices = set(where.values())
+    if len(devices) > 1:
+        said = ", ".join(f"{n} on cuda:{d}" for n, d in where.items())
+        raise ValueError(f"operands on different devices ({said}): put A, B, C and out on one device")
+    return devices.pop() if devices else contexts.current_device()
 
 
 def byte_range(p: Any, op: Operand) -> tuple[int, int]:
@@ -308,8 +458,6 @@ def check_out(p: Any, ops: dict[str, Operand]) -> None:
 
 
 def _stream_handle(stream: Any) -> int:
-    if stream is None:
-        return 0
     if isinstance(stream, int):
         return stream
     for attr in ("cuda_stream", "handle"):  # torch.cuda.Stream, pycuda.driver.Stream
@@ -318,13 +466,17 @@ def _stream_handle(stream: Any) -> int:
     raise TypeError(f"stream must be None, an int handle, a torch or pycuda stream, got {type(stream).__name__}")
 
 
-def _allocate_like(a: Operand, shape: tuple[int, int], dtype: str) -> tuple[Any, int]:
-    """The output: a torch tensor when A is one, else a pycuda GPUArray."""
-    if not a.host and type(a.obj).__module__.startswith("torch"):
+def _allocate_like(a: Operand, shape: tuple[int, int], dtype: str, device: int) -> tuple[Any, int]:
+    """The output: a torch tensor when A is one (torch's allocator, current stream), a numpy array when A is one
+    (the kernel writes a device buffer copied into it), else a pycuda GPUArray."""
+    if _is_torch(a.obj):
         import torch
 
         t = torch.empty(shape, dtype=getattr(torch, dtype), device=a.obj.device)
         return t, t.data_ptr()
+    if a.host:
+        return np.empty(shape, dtype), 0
+    import pycuda.autoprimaryctx  # noqa: F401 -- pycuda's own context stack needs the primary context on it
     import pycuda.gpuarray as ga
 
     g = ga.empty(shape, dtype)

@@ -350,6 +350,7 @@ def test_dependent_launches_keep_the_stream_order(pdl):
 
 
 def test_gpuarray_inputs():
+    import pycuda.autoprimaryctx  # noqa: F401 -- pycuda's own context stack, which GPUArrays need
     import pycuda.gpuarray as ga
 
     A, B, C = operands(200, 300, 400, "float16")

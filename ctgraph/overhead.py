@@ -1,0 +1,96 @@
+"""``python -m ctgraph overhead``: what a Python call costs the host, against ``torch.matmul``.
+
+For each shape, four callers on the same torch tensors, on torch's current stream: ``torch.matmul(a, b, out=d)``
+(cuBLAS), a compiled kernel ``kern(a, b, out=d)``, ``ctgraph.matmul(a, b, out=d)`` and ``ctgraph.matmul(a, b)``
+(which allocates its result, as ``a @ b`` does). Three times each (:mod:`ctgraph.measure` for the first two):
+
+- **kernel**: GPU time per call, by CUDA-graph replay;
+- **call**: events around back-to-back Python calls (what a caller sees: the larger of host and GPU time);
+- **host**: ``time.perf_counter`` around a burst of :data:`BURST` calls issued on an idle GPU, per call: the
+  host's own cost, whatever the kernel takes (a burst this short never fills the launch queue).
+
+The default shapes: a GEMM with next to nothing to compute (8 x 8 x 8: the launch alone), a ~5 us one and 1024^3.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["BURST", "SHAPES", "run", "table"]
+
+BURST = 100
+SHAPES = ((8, 8, 8), (512, 1024, 2048), (1024, 1024, 1024))
+
+
+def host_time(fn: Callable[[], Any], samples: int = 7) -> float:
+    """Host seconds per call of ``fn`` over bursts of :data:`BURST` calls, each started on an idle GPU (median)."""
+    import torch
+
+    fn()
+    out = []
+    for _ in range(samples):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(BURST):
+            fn()
+        out.append((time.perf_counter() - t) / BURST)
+    torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def run(shapes: tuple[tuple[int, int, int], ...] = SHAPES) -> list[dict[str, Any]]:
+    """One row per (shape, caller): kernel, call and host microseconds."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    return [row for shape in shapes for row in _shape(*shape)]
+
+
+def _shape(m: int, n: int, k: int) -> list[dict[str, Any]]:
+    import torch
+
+    import ctgraph
+    from ctgraph.measure import call_time, kernel_time
+
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    d = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto", target="cuda")
+    callers: dict[str, Callable[[], Any]] = {
+        "torch.matmul(a, b, out=d)": lambda: torch.matmul(a, b, out=d),
+        "kern(a, b, out=d)": lambda: kern(a, b, out=d),
+        "ctgraph.matmul(a, b, out=d)": lambda: ctgraph.matmul(a, b, out=d),
+        "ctgraph.matmul(a, b)": lambda: ctgraph.matmul(a, b),
+    }
+    rows = []
+    for name, fn in callers.items():
+        fn()
+        rows.append(
+            {
+                "shape": f"{m}x{n}x{k}",
+                "caller": name,
+                "kernel_us": kernel_time(fn) * 1e6,
+                "call_us": call_time(fn) * 1e6,
+                "host_us": host_time(fn) * 1e6,
+            }
+        )
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """A markdown table; ``host - torch``: the host microseconds above ``torch.matmul``'s for the same shape."""
+    torch_host = {r["shape"]: r["host_us"] for r in rows if r["caller"].startswith("torch")}
+    lines = [
+        "| shape | caller | kernel us | call us | host us | host - torch |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        extra = r["host_us"] - torch_host[r["shape"]]
+        lines.append(
+            f"| {r['shape']} | `{r['caller']}` | {r['kernel_us']:.1f} | {r['call_us']:.1f} | {r['host_us']:.1f} "
+            f"| {extra:+.1f} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""``ctgraph.matmul`` and ``torch.ops.ctgraph.matmul``: the GEMM on torch tensors, as a PyTorch user calls one.
+
+``matmul(a, b, *, out=None, c=None, alpha=1.0, beta=0.0)`` returns ``D = alpha * a @ b + beta * c`` for 2-D
+tensors of one dtype (``float16`` or ``float32``; fp32 accumulation) on one device. CUDA tensors run the CUDA
+backend on torch's current stream; CPU tensors the CPU backend. The kernel comes from the default selection
+(``macro_tile="auto"``, ``transform="auto"``; ``CTGRAPH_AUTOTUNE=1`` times the ranker's top candidates once per
+shape) and is compiled once per (m, n, k, dtype, target): later calls of that shape go straight to the launch. A
+compiled binary serves every shape of its configuration, so a new shape costs selection and lowering, rarely nvcc.
+At most :data:`KERNELS` shapes are kept.
+
+The same function is registered with ``torch.library`` as ``ctgraph::matmul`` (and ``ctgraph::matmul_out``, which
+writes ``out``), each with a fake implementation, so ``torch.compile(fullgraph=True)`` and CUDA graphs take a
+function that calls ``ctgraph.matmul``: eager calls skip the dispatcher; traced ones go through it. The ops are
+registered as soon as both torch and ctgraph are imported, in either order (a post-import hook on torch, by wrapt).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from typing import Any
+
+from .cache import LRU
+
+__all__ = ["KERNELS", "matmul", "register_torch_ops"]
+
+KERNELS = 1024  # compiled shapes kept by matmul (a kernel holds host objects; binaries are shared)
+DTYPES = ("float16", "float32")
+_KERNELS: LRU[Any] = LRU(KERNELS)
+_LOCK = threading.Lock()
+_REGISTERED = False
+SCHEMA = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor"
+SCHEMA_OUT = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!) out) -> ()"
+
+
+def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
+    """``alpha * a @ b + beta * c`` into ``out`` (a new tensor when None); module docstring. ``c`` is needed when
+    ``beta != 0`` and ignored, with a :class:`ctgraph.api.CIgnoredWarning`, when ``beta == 0``."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.compiler.is_compiling():
+        if out is None:
+            return torch.ops.ctgraph.matmul(a, b, c, alpha, beta)
+        torch.ops.ctgraph.matmul_out(a, b, c, alpha, beta, out)
+        return out
+    if not _REGISTERED:
+        register_torch_ops()
+    return _run(a, b, c, alpha, beta, out)
+
+
+def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
+    """Eager: the kernel of this shape (compiled on first use), called on the tensors."""
+    try:
+        key = (a.shape[0], b.shape[-1], a.shape[-1], a.dtype, a.device.type)
+    except (AttributeError, IndexError):
+        key = None
+    kern = _KERNELS.get(key) if key is not None else None
+    if kern is None:
+        kern = _kernel(a, b, c, out)
+    if c is not None and beta == 0:
+        from .api import CIgnoredWarning
+
+        warnings.warn(
+            "c is ignored because beta == 0: ctgraph.matmul computes alpha*a@b + beta*c with beta=0.0 by default; "
+            "pass beta=1.0 to add c, or leave c out",
+            CIgnoredWarning,
+            stacklevel=3,
+        )
+    if kern.target == "cuda":
+        return kern.program(a, b, c, alpha=alpha, beta=beta, out=out)
+    return _run_cpu(kern, a, b, c, alpha, beta, out)
+
+
+def _run_cpu(kern: Any, a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
+    import torch
+
+    arrays = [None if x is None else x.detach().numpy() for x in (a, b, c)]
+    d = kern.program(*arrays, alpha=alpha, beta=beta, out=None if out is None else out.detach().numpy())
+    return out if out is not None else torch.from_numpy(d)
+
+
+def _kernel(a: Any, b: Any, c: Any, out: Any) -> Any:
+    """Check the operands (errors name the argument) and compile this shape's kernel, once."""
+    import torch
+
+    for name, x in (("a", a), ("b", b), ("c", c), ("out", out)):
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise TypeError(f"ctgraph.matmul takes torch tensors; {name} is a {type(x).__name__}")
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"a and b must be 2-D (m x k and k x n), got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows")
+    dtype = str(a.dtype).removeprefix("torch.")
+    if dtype not in DTYPES or b.dtype != a.dtype:
+        raise TypeError(f"a and b must both be float16 or float32, got {a.dtype} and {b.dtype}")
+    devices = {str(x.device) for x in (a, b, c, out) if x is not None}
+    if len(devices) > 1:
+        raise ValueError(f"a, b, c and out must be on one device, got {', '.join(sorted(devices))}")
+    if a.device.type not in ("cuda", "cpu"):
+        raise ValueError(f"ctgraph.matmul runs CUDA and CPU tensors, got a tensor on {a.device}")
+    from .api import compile
+    from .gemm import gemm
+
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    key = (m, n, k, a.dtype, a.device.type)
+    with _LOCK:
+        kern = _KERNELS.get(key)
+        if kern is None:
+            target = "cuda" if a.device.type == "cuda" else "cpu"
+            kern = compile(gemm(m, n, k, macro_tile="auto", dtype=dtype), transform="auto", target=target)
+            _KERNELS.put(key, kern)
+    return kern
+
+
+def register_torch_ops() -> None:
+    """Register ``torch.ops.ctgraph.matmul`` and ``torch.ops.ctgraph.matmul_out`` with torch.library (once)."""
+    global _REGISTERED
+    with _LOCK:
+        if _REGISTERED:
+            return
+        import torch
+
+        @torch.library.custom_op("ctgraph::matmul", mutates_args=(), schema=SCHEMA)
+        def matmul_op(
+            a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float
+        ) -> torch.Tensor:
+            return _run(a, b, c, alpha, beta, None)
+
+        @matmul_op.register_fake
+        def _(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float) -> torch.Tensor:
+            torch._check(a.shape[1] == b.shape[0], lambda: "a's columns must equal b's rows")
+            return a.new_empty((a.shape[0], b.shape[1]))
+
+        @torch.library.custom_op("ctgraph::matmul_out", mutates_args=("out",), schema=SCHEMA_OUT)
+        def matmul_out_op(
+            a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float, out: torch.Tensor
+        ) -> None:
+            _run(a, b, c, alpha, beta, out)
+
+        @matmul_out_op.register_fake
+        def _(
+            a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float, out: torch.Tensor
+        ) -> None:
+            return None
+
+        _REGISTERED = True

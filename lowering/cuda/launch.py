@@ -1,0 +1,83 @@
+"""A prepared launch: what one call of a program costs the host, cut to the parameters that change.
+
+A :class:`Prepared` is built once per (device, variant) of a program: the kernel parameters as ctypes values at fixed
+addresses with the array of their addresses the driver reads (``kernelParams``), each kernel's ``CUlaunchConfig``
+(grid, block, shared memory, the PDL attribute) and the TMA descriptors. A call writes the pointers, ``alpha`` and
+``beta`` into those values, points a descriptor at a new matrix with ``cuTensorMapReplaceAddress`` only where its
+pointer changed, sets the stream and makes one ``cuLaunchKernelEx`` per kernel (the driver copies the parameters at
+launch, so the next call may write them again). A lock makes that sequence one step for threads sharing the program.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .driver import Function, _check, _lib, replace_address, tensor_map
+
+__all__ = ["OPERAND_A", "OPERAND_B", "OPERAND_C", "OPERAND_D", "MapSpec", "Prepared"]
+
+OPERAND_A, OPERAND_B, OPERAND_C, OPERAND_D = range(4)  # the pointer parameters, in the kernels' order
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """A TMA descriptor parameter: of operand ``operand`` (:data:`OPERAND_A`, ``_B`` or ``_D``), a row-major fp16
+    ``rows x cols`` matrix copied in ``box_rows x box_cols`` boxes with a ``swizzle``-byte swizzle."""
+
+    operand: int
+    rows: int
+    cols: int
+    box_rows: int
+    box_cols: int
+    swizzle: int
+
+
+class Prepared:
+    """Kernels ``(function, grid)`` launched in order on one stream with the parameters
+    ``A, B, C, D, alpha, beta, workspace, flags, *sizes, *tensor maps`` (module docstring)."""
+
+    def __init__(
+        self,
+        kernels: Sequence[tuple[Function, int]],
+        sizes: Sequence[Any],  # ctypes values (ints, or Divisor structures)
+        maps: Sequence[MapSpec],
+        pointers: tuple[int, int, int, int],
+    ) -> None:
+        self._functions = [f for f, _ in kernels]  # NOTE: keeps each module loaded while this launch may use it
+        self._configs = [(f.handle, f.config(grid)) for f, grid in kernels]
+        self._pointers = [ctypes.c_void_p(p) for p in pointers]
+        self._alpha, self._beta = ctypes.c_float(), ctypes.c_float()
+        self._workspace, self._flags = ctypes.c_void_p(), ctypes.c_void_p()
+        self._maps = [
+            (s.operand, tensor_map(pointers[s.operand], s.rows, s.cols, s.box_rows, s.box_cols, s.swizzle))
+            for s in maps
+        ]
+        self._mapped = [pointers[s.operand] for s in maps]
+        values = [*self._pointers, self._alpha, self._beta, self._workspace, self._flags, *sizes]
+        values += [tm for _, tm in self._maps]
+        self._values = values  # NOTE: the array below holds their addresses only
+        self._params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        self._launch = _lib().cuLaunchKernelEx
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, pointers: tuple[int, int, int, int], alpha: float, beta: float, workspace: int, flags: int, stream: int
+    ) -> None:
+        with self._lock:
+            for value, ptr in zip(self._pointers, pointers, strict=True):
+                value.value = ptr
+            self._alpha.value, self._beta.value = alpha, beta
+            self._workspace.value, self._flags.value = workspace, flags
+            for i, (operand, tm) in enumerate(self._maps):
+                if self._mapped[i] != pointers[operand]:
+                    replace_address(tm, pointers[operand])
+                    self._mapped[i] = pointers[operand]
+            for handle, config in self._configs:
+                config.hStream = stream
+                result = self._launch(ctypes.byref(config), handle, self._params, None)
+                if result:
+                    _check(result, "cuLaunchKernelEx")

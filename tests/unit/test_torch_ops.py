@@ -1,0 +1,78 @@
+"""``ctgraph.matmul`` and ``torch.ops.ctgraph.matmul`` on CPU tensors: eager, the fake implementation under
+``torch.compile(fullgraph=True)``, the ``out`` variant and torch's own op checks (the CUDA side: tests/gpu)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import ctgraph
+
+torch = pytest.importorskip("torch")
+
+
+def operands(m, n, k, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(m, k, generator=g), torch.randn(k, n, generator=g), torch.randn(m, n, generator=g)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 17, 5), (64, 48, 40)], ids=str)
+def test_eager_matches_torch(shape):
+    a, b, c = operands(*shape)
+    torch.testing.assert_close(ctgraph.matmul(a, b), a @ b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        ctgraph.matmul(a, b, c=c, alpha=0.5, beta=2.0), 0.5 * a @ b + 2 * c, rtol=1e-5, atol=1e-5
+    )
+    out = torch.empty_like(c)
+    assert ctgraph.matmul(a, b, out=out) is out
+    torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_compile_fullgraph_and_the_out_variant():
+    a, b, c = operands(64, 48, 40)
+
+    def f(x, y, z):
+        return torch.relu(ctgraph.matmul(x, y, c=z, beta=1.0)) * 2
+
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(a, b, c), f(a, b, c))
+
+    def g(x, y, o):
+        ctgraph.matmul(x, y, out=o)
+        return o + 1
+
+    o = torch.empty(64, 48)
+    torch.testing.assert_close(torch.compile(g, fullgraph=True)(a, b, o), a @ b + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_the_ops_pass_torchs_checks():
+    a, b, c = operands(16, 24, 8)
+    torch.library.opcheck(torch.ops.ctgraph.matmul.default, (a, b, c, 1.0, 1.0))
+    torch.library.opcheck(torch.ops.ctgraph.matmul_out.default, (a, b, None, 1.0, 0.0, torch.empty(16, 24)))
+
+
+def test_registered_when_torch_comes_after_ctgraph():
+    code = textwrap.dedent("""
+        import ctgraph, torch
+        a, b = torch.ones(4, 3), torch.ones(3, 2)
+        print(torch.compile(lambda x, y: ctgraph.matmul(x, y), fullgraph=True)(a, b).sum().item())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "24.0"
+
+
+def test_errors_name_the_argument():
+    a, b, _ = operands(8, 6, 4)
+    with pytest.raises(ValueError, match="columns"):
+        ctgraph.matmul(a, a)
+    with pytest.raises(TypeError, match="float16 or float32"):
+        ctgraph.matmul(a.double(), b.double())
+    with pytest.raises(TypeError, match="torch tensors"):
+        ctgraph.matmul(a.numpy(), b)
+    with pytest.raises(ValueError, match="2-D"):
+        ctgraph.matmul(a[0], b)
+    with pytest.warns(ctgraph.api.CIgnoredWarning):
+        ctgraph.matmul(a, b, c=torch.zeros(8, 6))
