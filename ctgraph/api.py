@@ -54,6 +54,7 @@ class Kernel:
         self.sk_batches = sk_batches
         self.split = split
         self.selection: Selection | None = None  # what transform="auto" chose, and why
+        self._found_gpu = False
         self.problem: GemmProblem = graph.attrs["gemm"]
         self.graph = run_pipeline(graph, transform, workgroups, sk_batches, split, raster)
         self.raster = self.graph.attrs.get("raster", 1)  # the tile rows walked together (1: row-major)
@@ -107,8 +108,9 @@ class Kernel:
                 CIgnoredWarning,
                 stacklevel=2,
             )
-        if self.target == "cuda":
+        if self.target == "cuda" and not self._found_gpu:
             require_cuda("calling a target='cuda' kernel")
+            self._found_gpu = True  # NOTE: once per kernel: the checks are off every later call's path
         return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
 
 

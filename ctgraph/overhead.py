@@ -1,8 +1,9 @@
 """``python -m ctgraph overhead``: what a Python call costs the host, against ``torch.matmul``.
 
-For each shape, four callers on the same torch tensors, on torch's current stream: ``torch.matmul(a, b, out=d)``
-(cuBLAS), a compiled kernel ``kern(a, b, out=d)``, ``ctgraph.matmul(a, b, out=d)`` and ``ctgraph.matmul(a, b)``
-(which allocates its result, as ``a @ b`` does). Three times each (:mod:`ctgraph.measure` for the first two):
+For each shape, five callers on the same torch tensors, on torch's current stream: ``torch.matmul(a, b, out=d)``
+and ``torch.matmul(a, b)`` (cuBLAS; the second allocates its result), a compiled kernel ``kern(a, b, out=d)``,
+``ctgraph.matmul(a, b, out=d)`` and ``ctgraph.matmul(a, b)``. Three times each (the first two by
+:mod:`ctgraph.measure`):
 
 - **kernel**: GPU time per call, by CUDA-graph replay;
 - **call**: events around back-to-back Python calls (what a caller sees: the larger of host and GPU time);
@@ -61,6 +62,7 @@ def _shape(m: int, n: int, k: int) -> list[dict[str, Any]]:
     kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto", target="cuda")
     callers: dict[str, Callable[[], Any]] = {
         "torch.matmul(a, b, out=d)": lambda: torch.matmul(a, b, out=d),
+        "torch.matmul(a, b)": lambda: torch.matmul(a, b),
         "kern(a, b, out=d)": lambda: kern(a, b, out=d),
         "ctgraph.matmul(a, b, out=d)": lambda: ctgraph.matmul(a, b, out=d),
         "ctgraph.matmul(a, b)": lambda: ctgraph.matmul(a, b),
@@ -81,14 +83,15 @@ def _shape(m: int, n: int, k: int) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """A markdown table; ``host - torch``: the host microseconds above ``torch.matmul``'s for the same shape."""
-    torch_host = {r["shape"]: r["host_us"] for r in rows if r["caller"].startswith("torch")}
+    """A markdown table; ``host - torch``: the host microseconds above those of ``torch.matmul`` called the same way
+    (with ``out=d`` or allocating) for the same shape."""
+    torch_host = {(r["shape"], "out=" in r["caller"]): r["host_us"] for r in rows if r["caller"].startswith("torch")}
     lines = [
         "| shape | caller | kernel us | call us | host us | host - torch |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        extra = r["host_us"] - torch_host[r["shape"]]
+        extra = r["host_us"] - torch_host[r["shape"], "out=" in r["caller"]]
         lines.append(
             f"| {r['shape']} | `{r['caller']}` | {r['kernel_us']:.1f} | {r['call_us']:.1f} | {r['host_us']:.1f} "
             f"| {extra:+.1f} |"

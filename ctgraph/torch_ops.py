@@ -51,7 +51,7 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
 def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
     """Eager: the kernel of this shape (compiled on first use), called on the tensors."""
     try:
-        key = (a.shape[0], b.shape[-1], a.shape[-1], a.dtype, a.device.type)
+        key = (a.shape[0], b.shape[-1], a.shape[-1], a.dtype, a.is_cuda)
     except (AttributeError, IndexError):
         key = None
     kern = _KERNELS.get(key) if key is not None else None
@@ -102,7 +102,7 @@ def _kernel(a: Any, b: Any, c: Any, out: Any) -> Any:
     from .gemm import gemm
 
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
-    key = (m, n, k, a.dtype, a.device.type)
+    key = (m, n, k, a.dtype, a.is_cuda)
     with _LOCK:
         kern = _KERNELS.get(key)
         if kern is None:

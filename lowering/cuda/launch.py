@@ -48,19 +48,23 @@ class Prepared:
         pointers: tuple[int, int, int, int],
     ) -> None:
         self._functions = [f for f, _ in kernels]  # NOTE: keeps each module loaded while this launch may use it
-        self._configs = [(f.handle, f.config(grid)) for f, grid in kernels]
-        self._pointers = [ctypes.c_void_p(p) for p in pointers]
-        self._alpha, self._beta = ctypes.c_float(), ctypes.c_float()
-        self._workspace, self._flags = ctypes.c_void_p(), ctypes.c_void_p()
+        configs = [f.config(grid) for f, grid in kernels]
+        self._configs = [(f.handle, c, ctypes.byref(c)) for (f, _), c in zip(kernels, configs, strict=True)]
+        # NOTE: the parameters that change live in three small arrays, each written by one slice assignment
+        self._pointers = (ctypes.c_uint64 * 4)(*pointers)
+        self._scalars = (ctypes.c_float * 2)()
+        self._buffers = (ctypes.c_uint64 * 2)()
         self._maps = [
             (s.operand, tensor_map(pointers[s.operand], s.rows, s.cols, s.box_rows, s.box_cols, s.swizzle))
             for s in maps
         ]
         self._mapped = [pointers[s.operand] for s in maps]
-        values = [*self._pointers, self._alpha, self._beta, self._workspace, self._flags, *sizes]
-        values += [tm for _, tm in self._maps]
-        self._values = values  # NOTE: the array below holds their addresses only
-        self._params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        self._sizes = list(sizes)
+        addresses = [ctypes.addressof(self._pointers) + 8 * i for i in range(4)]
+        addresses += [ctypes.addressof(self._scalars) + 4 * i for i in range(2)]
+        addresses += [ctypes.addressof(self._buffers) + 8 * i for i in range(2)]
+        addresses += [ctypes.addressof(v) for v in self._sizes] + [ctypes.addressof(tm) for _, tm in self._maps]
+        self._params = (ctypes.c_void_p * len(addresses))(*addresses)
         self._launch = _lib().cuLaunchKernelEx
         self._lock = threading.Lock()
 
@@ -68,16 +72,17 @@ class Prepared:
         self, pointers: tuple[int, int, int, int], alpha: float, beta: float, workspace: int, flags: int, stream: int
     ) -> None:
         with self._lock:
-            for value, ptr in zip(self._pointers, pointers, strict=True):
-                value.value = ptr
-            self._alpha.value, self._beta.value = alpha, beta
-            self._workspace.value, self._flags.value = workspace, flags
-            for i, (operand, tm) in enumerate(self._maps):
-                if self._mapped[i] != pointers[operand]:
-                    replace_address(tm, pointers[operand])
-                    self._mapped[i] = pointers[operand]
-            for handle, config in self._configs:
+            # NOTE: ctypes takes any sequence here; typeshed says list
+            self._pointers[:] = pointers  # type: ignore[call-overload]
+            self._scalars[:] = (alpha, beta)  # type: ignore[call-overload]
+            self._buffers[:] = (workspace, flags)  # type: ignore[call-overload]
+            if self._maps:
+                for i, (operand, tm) in enumerate(self._maps):
+                    if self._mapped[i] != pointers[operand]:
+                        replace_address(tm, pointers[operand])
+                        self._mapped[i] = pointers[operand]
+            for handle, config, ref in self._configs:
                 config.hStream = stream
-                result = self._launch(ctypes.byref(config), handle, self._params, None)
+                result = self._launch(ref, handle, self._params, None)
                 if result:
                     _check(result, "cuLaunchKernelEx")

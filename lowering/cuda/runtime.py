@@ -240,8 +240,10 @@ class CudaProgram:
         alpha: float,
         beta: float,
         torch_alloc: bool,
+        capturing: bool | None = None,
     ) -> None:
-        """Launch on ``stream`` of ``device`` with checked operand ``pointers`` (A, B, C or 0, D)."""
+        """Launch on ``stream`` of ``device`` with checked operand ``pointers`` (A, B, C or 0, D); ``capturing``:
+        whether ``stream`` captures a CUDA graph, where the caller knows (None: ask the driver)."""
         variant = self._variant(pointers[0], pointers[1], pointers[3])
         pushed = contexts.enter(device)
         try:
@@ -250,7 +252,8 @@ class CudaProgram:
                 prepared = self._prepare(device, variant, pointers)
             ws = flags = 0
             if self.workspaces is not None:
-                ws, flags = self.workspaces.get(device, stream, torch_alloc, memory.capture_id(stream))
+                capture = memory.capture_id(stream) if capturing is None or capturing else None
+                ws, flags = self.workspaces.get(device, stream, torch_alloc, capture)
             prepared(pointers, alpha, beta, ws, flags, stream)
         finally:
             if pushed:
@@ -365,6 +368,7 @@ class _TorchFacts:
         self.bytes = {"A": p.m * p.k * item, "B": p.k * p.n * item, "C": p.m * p.n * item}
         self.out_bytes = p.m * p.n * item
         self.stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # NOTE: absent from CPU builds
+        self.capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
 
     def _ok(self, x: Any, shape: Any, device: int) -> bool:
         return (
@@ -376,17 +380,20 @@ class _TorchFacts:
         )
 
     def call(self, prog: CudaProgram, A: Any, B: Any, C: Any, out: Any, alpha: float, beta: float, stream: Any) -> Any:
-        if type(A) is not self.tensor or self.stream is None:
+        t, dt = self.tensor, self.dtype
+        if type(A) is not t or type(B) is not t or self.stream is None:
+            return None
+        if A.dtype is not dt or B.dtype is not dt or A.shape != self.a or B.shape != self.b:
             return None
         dev = A.get_device()
-        if dev < 0 or not self._ok(A, self.a, dev) or not self._ok(B, self.b, dev):
+        if dev < 0 or B.get_device() != dev or not A.is_contiguous() or not B.is_contiguous():
             return None
         if C is not None and not self._ok(C, self.d, dev):
             return None
         a, b, c = A.data_ptr(), B.data_ptr(), C.data_ptr() if C is not None else 0
         fresh = out is None
         if fresh:
-            out = self.torch.empty(self.d, dtype=self.dtype, device=A.device)
+            out = self.torch.empty(self.d, dtype=dt, device=A.device)
         elif not self._ok(out, self.d, dev):
             return None
         d = out.data_ptr()
@@ -394,8 +401,14 @@ class _TorchFacts:
             spans = {n: (ptr, ptr + self.bytes[n]) for n, ptr in (("A", a), ("B", b), ("C", c)) if ptr}
             if overlapping((d, d + self.out_bytes), spans):
                 return None  # the general path raises, naming the operand
-        handle = self.stream(dev) if stream is None else _stream_handle(stream)
-        prog.launch(dev, handle, (a, b, c, d), alpha, beta, torch_alloc=True)
+        capturing: bool | None = None
+        if stream is None:  # torch's current stream, which torch knows whether it captures
+            handle = self.stream(dev)
+            if self.capturing is not None:
+                capturing = bool(self.capturing()) if prog.workspaces is not None else False
+        else:
+            handle = _stream_handle(stream)
+        prog.launch(dev, handle, (a, b, c, d), alpha, beta, True, capturing)
         if fresh and stream is not None and handle != self.stream(dev):
             _record(out, handle)
         return out

@@ -10,15 +10,13 @@
 - **CUDA graphs.** A call made while its stream captures gets a workspace of that capture, zeroed inside the
   captured work: each replay zeroes its own flags before its kernels run. Calls of one program in one capture
   share it, as they share a stream.
-- **Bounded.** At most :data:`STREAMS` per program, least recently used first out; all go with the program.
+- **Bounded.** At most :data:`STREAMS` per program, the oldest first out; all go with the program.
 """
 
 from __future__ import annotations
 
 import threading
 from typing import Any
-
-from ctgraph.cache import LRU
 
 from . import memory
 from .contexts import bound
@@ -35,7 +33,8 @@ class Workspaces:
     def __init__(self, partial_bytes: int, flag_words: int) -> None:
         self.partial_bytes = -(-partial_bytes // ALIGN) * ALIGN
         self.flag_words = flag_words
-        self._cache: LRU[tuple[int, int, Any]] = LRU(STREAMS, on_evict=_release)
+        self._blocks: dict[tuple[int, int], tuple[int, int, Any]] = {}  # (device, stream) -> block, oldest first
+        self._pointers: dict[tuple[int, int], tuple[int, int]] = {}  # (device, stream) -> (workspace, flags)
         self._captures: dict[int, tuple[int, tuple[int, int, Any]]] = {}  # device -> (capture id, its block)
         self._lock = threading.Lock()
 
@@ -46,11 +45,20 @@ class Workspaces:
     def get(self, device: int, stream: int, torch_alloc: bool, capture: int | None) -> tuple[int, int]:
         """``(workspace, flags)`` pointers for a launch on ``stream`` of ``device`` (the current context's);
         ``capture``: the id of the graph capture ``stream`` takes part in (None: not capturing)."""
+        if capture is None:
+            ptrs = self._pointers.get((device, stream))  # NOTE: every call's case, without the lock
+            if ptrs is not None:
+                return ptrs
         with self._lock:
             if capture is None:
-                block = self._cache.get((device, stream))
-                if block is None:
-                    block = self._cache.put((device, stream), self._new(device, stream, torch_alloc))
+                key = (device, stream)
+                if key not in self._blocks:
+                    if len(self._blocks) >= STREAMS:
+                        oldest = next(iter(self._blocks))
+                        del self._pointers[oldest]
+                        _release(self._blocks.pop(oldest))
+                    self._blocks[key] = self._new(device, stream, torch_alloc)
+                block = self._blocks[key]
             else:
                 held = self._captures.get(device)
                 if held is None or held[0] != capture:
@@ -63,8 +71,10 @@ class Workspaces:
                         _release(held[1])
                     held = self._captures[device] = (capture, self._new(device, stream, torch_alloc))
                 block = held[1]
-        ptr = block[0]
-        return ptr, ptr + self.partial_bytes
+            ptrs = (block[0], block[0] + self.partial_bytes)
+            if capture is None:
+                self._pointers[(device, stream)] = ptrs
+            return ptrs
 
     def _new(self, device: int, stream: int, torch_alloc: bool) -> tuple[int, int, Any]:
         if torch_alloc:
@@ -80,8 +90,9 @@ class Workspaces:
     def release(self) -> None:
         """Give every workspace back (stream-ordered for torch's allocator; ``cuMemFree`` waits for the device)."""
         with self._lock:
-            blocks = [b for _, b in self._cache.items()] + [b for _, b in self._captures.values()]
-            self._cache.clear()
+            blocks = [*self._blocks.values(), *(b for _, b in self._captures.values())]
+            self._blocks.clear()
+            self._pointers.clear()
             self._captures.clear()
         for b in blocks:
             _release(b)
