@@ -12,7 +12,16 @@ each CTA ``BM/cm x BN/cn``; one K iteration of ``BK`` costs a CTA, with ``a`` CT
                                                                       BK s / HBM_rate where the workgroups read K out
                                                                       of step and the wave's r BM + c BN rows of K
                                                                       outgrow half the L2
-    t_it  = max(math / e, L2, HBM)                                   e: the tensor pipes' efficiency, 0.8
+    SM    = (BM/cm + BN/cn) BK s / SM_rate                           what one SM's shared memory receives (its
+                                                                      own loads and its multicast share), SM_rate
+                                                                      100 GB/s: an SM's own path from the L2 (no
+                                                                      u: the bytes that land are the same)
+    t_it  = max(math / e, L2, HBM, SM)                               e: the tensor pipes' efficiency, 0.8
+
+The L2 term prices the whole device's traffic and falls with fewer CTAs; SM bounds what each CTA can pull however
+few run, which prices thin CTAs (swapped tiles of a small m, 64-column CTAs) and grids that leave SMs idle (H200
+sample: analytic validation regret 1.104 -> 1.049, the fitted ranker's 1.039 -> 1.029; SM_rate and leaving u out
+were chosen by the fitted ranker's train regret, 1.054 -> 1.032).
 
 A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` workgroups a fixup of
 ``FIXUP_LEVEL + (BM/cm)(BN/cn) 4 / FIXUP_RATE`` per level of a radix-4 tree, and a Stream-K section out of step
@@ -54,6 +63,7 @@ LAUNCH = 2.5e-6  # seconds per kernel launch (graph replay)
 FIXUP_LEVEL = 2.0e-6
 FIXUP_RATE = 20e9  # bytes/s one CTA moves a partial tile through a fixup level
 FIXUP_RADIX = 4
+SM_RATE = 100e9  # bytes/s one SM's shared memory takes in from the L2 (sm90; chosen by the train sample's regret)
 
 FEATURES = (
     "bias",
@@ -112,7 +122,8 @@ def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, ac
             )  # rows and columns stay in the L2
         else:  # out of step and too many rows for the L2: each workgroup streams its own
             hbm = active * (bm + bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
-    return max(math_t, l2, hbm)
+    ingress = (cta_m + cta_n) * bk * s / SM_RATE  # one SM's own intake, however few SMs load
+    return max(math_t, l2, hbm, ingress)
 
 
 def _fixup(c: Config, peers: int) -> float:
