@@ -27,7 +27,8 @@ __all__ = ["KERNELS", "matmul", "register_torch_ops"]
 
 KERNELS = 1024  # compiled shapes kept by matmul (a kernel holds host objects; binaries are shared)
 DTYPES = ("float16", "float32")
-_KERNELS: LRU[Any] = LRU(KERNELS)
+_KERNELS: LRU[Any] = LRU(KERNELS)  # (m, n, k, dtype, is_cuda) -> kernel
+_SHAPES: dict[tuple[Any, ...], Any] = {}  # (a.shape, b.shape, dtype, is_cuda) -> kernel: the calls' index
 _LOCK = threading.Lock()
 _REGISTERED = False
 SCHEMA = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor"
@@ -51,10 +52,9 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
 def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
     """Eager: the kernel of this shape (compiled on first use), called on the tensors."""
     try:
-        key = (a.shape[0], b.shape[-1], a.shape[-1], a.dtype, a.is_cuda)
-    except (AttributeError, IndexError):
-        key = None
-    kern = _KERNELS.get(key) if key is not None else None
+        kern = _SHAPES.get((a.shape, b.shape, a.dtype, a.is_cuda))  # NOTE: a hit reads the dict alone
+    except (AttributeError, TypeError):
+        kern = None
     if kern is None:
         kern = _kernel(a, b, c, out)
     if c is not None and beta == 0:
@@ -106,9 +106,12 @@ def _kernel(a: Any, b: Any, c: Any, out: Any) -> Any:
     with _LOCK:
         kern = _KERNELS.get(key)
         if kern is None:
-            target = "cuda" if a.device.type == "cuda" else "cpu"
+            target = "cuda" if a.is_cuda else "cpu"
             kern = compile(gemm(m, n, k, macro_tile="auto", dtype=dtype), transform="auto", target=target)
             _KERNELS.put(key, kern)
+            if len(_SHAPES) >= KERNELS:
+                _SHAPES.clear()  # NOTE: the fast index is rebuilt from hits; _KERNELS bounds what is kept
+        _SHAPES[(a.shape, b.shape, a.dtype, a.is_cuda)] = kern
     return kern
 
 
