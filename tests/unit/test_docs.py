@@ -2,7 +2,7 @@
 
 Each file's code blocks run in order in one namespace, in a temporary folder: ```python blocks must run
 without error, ```pycon blocks are doctests whose output must match. A block whose first line says it
-needs a GPU is skipped; one that needs graphviz's ``dot`` or matplotlib runs where they are installed.
+needs a GPU is skipped; one that needs graphviz's ``dot``, matplotlib or torch runs where they are installed.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def skip_reason(code: str) -> str | None:
         return "needs graphviz's dot"
     if "needs matplotlib" in first and importlib.util.find_spec("matplotlib") is None:
         return "needs matplotlib"
+    if "needs torch" in first and importlib.util.find_spec("torch") is None:
+        return "needs torch"
     return None
 
 
