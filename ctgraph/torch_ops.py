@@ -12,6 +12,8 @@ The same function is registered with ``torch.library`` as ``ctgraph::matmul`` (a
 writes ``out``), each with a fake implementation, so ``torch.compile(fullgraph=True)`` and CUDA graphs take a
 function that calls ``ctgraph.matmul``: eager calls skip the dispatcher; traced ones go through it. The ops are
 registered as soon as both torch and ctgraph are imported, in either order (a post-import hook on torch, by wrapt).
+Tensors that require grad go through ``ctgraph::matmul`` too, whose backward is two more ctgraph GEMMs
+(``dA = alpha dD B^T``, ``dB = alpha A^T dD``; ``dC = beta dD``); ``out=`` takes no part in autograd, as in torch.
 """
 
 from __future__ import annotations
@@ -39,14 +41,23 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
     """``alpha * a @ b + beta * c`` into ``out`` (a new tensor when None); module docstring. ``c`` is needed when
     ``beta != 0`` and ignored, with a :class:`ctgraph.api.CIgnoredWarning`, when ``beta == 0``."""
     torch = sys.modules.get("torch")
-    if torch is not None and torch.compiler.is_compiling():
-        if out is None:
+    if torch is not None and (torch.compiler.is_compiling() or _needs_grad(torch, a, b, c)):
+        if out is None:  # NOTE: through the dispatcher: traced, or recorded for autograd
             return torch.ops.ctgraph.matmul(a, b, c, alpha, beta)
+        if not torch.compiler.is_compiling():
+            raise RuntimeError(
+                "ctgraph.matmul(..., out=...) does not support automatic differentiation (as torch.matmul's out= "
+                "does not); leave out= unset for tensors that require grad"
+            )
         torch.ops.ctgraph.matmul_out(a, b, c, alpha, beta, out)
         return out
     if not _REGISTERED:
         register_torch_ops()
     return _run(a, b, c, alpha, beta, out)
+
+
+def _needs_grad(torch: Any, a: Any, b: Any, c: Any) -> bool:
+    return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in (a, b, c))
 
 
 def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
@@ -133,6 +144,23 @@ def register_torch_ops() -> None:
         def _(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float) -> torch.Tensor:
             torch._check(a.shape[1] == b.shape[0], lambda: "a's columns must equal b's rows")
             return a.new_empty((a.shape[0], b.shape[1]))
+
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            a, b, c, alpha, beta = inputs
+            ctx.save_for_backward(a, b)
+            ctx.alpha, ctx.beta, ctx.has_c = alpha, beta, c is not None
+
+        def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
+            """``dA = alpha dD B^T``, ``dB = alpha A^T dD``, ``dC = beta dD``: GEMMs of row-major copies."""
+            a, b = ctx.saved_tensors
+            g = grad.contiguous()
+            need = ctx.needs_input_grad
+            grad_a = matmul(g, b.t().contiguous(), alpha=ctx.alpha) if need[0] else None
+            grad_b = matmul(a.t().contiguous(), g, alpha=ctx.alpha) if need[1] else None
+            grad_c = grad * ctx.beta if ctx.has_c and need[2] else None
+            return grad_a, grad_b, grad_c, None, None
+
+        matmul_op.register_autograd(backward, setup_context=setup_context)
 
         @torch.library.custom_op("ctgraph::matmul_out", mutates_args=("out",), schema=SCHEMA_OUT)
         def matmul_out_op(

@@ -179,6 +179,17 @@ def test_torch_compile_fullgraph():
     assert torch.equal(got, f(A, B, C))
 
 
+def test_autograd_on_the_gpu():
+    A, B, C = (x.requires_grad_() for x in tensors(256, 192, 320, seed=6))
+    ctgraph.matmul(A, B, c=C, beta=1.0).float().square().sum().backward()
+    ours = [x.grad.clone() for x in (A, B, C)]
+    for x in (A, B, C):
+        x.grad = None
+    (A @ B + C).float().square().sum().backward()
+    for got, want in zip(ours, (A.grad, B.grad, C.grad), strict=True):
+        assert close(got, want.double())
+
+
 def test_aliased_out_raises_before_launch():
     A, B, C = tensors(256, 256, 256)
     kern = kernel("streamk", 256, 256, 256)

@@ -76,3 +76,16 @@ def test_errors_name_the_argument():
         ctgraph.matmul(a[0], b)
     with pytest.warns(ctgraph.api.CIgnoredWarning):
         ctgraph.matmul(a, b, c=torch.zeros(8, 6))
+
+
+def test_autograd():
+    a, b, c = (x.requires_grad_() for x in operands(24, 16, 8, seed=1))
+    (ctgraph.matmul(a, b, c=c, alpha=0.5, beta=2.0) ** 2).sum().backward()
+    ours = [x.grad.clone() for x in (a, b, c)]
+    for x in (a, b, c):
+        x.grad = None
+    ((0.5 * a @ b + 2.0 * c) ** 2).sum().backward()
+    for got, want in zip(ours, (a.grad, b.grad, c.grad), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        ctgraph.matmul(a, b, out=torch.empty(24, 16))
