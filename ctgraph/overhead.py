@@ -8,7 +8,8 @@ and ``torch.matmul(a, b)`` (cuBLAS; the second allocates its result), a compiled
 - **kernel**: GPU time per call, by CUDA-graph replay;
 - **call**: events around back-to-back Python calls (what a caller sees: the larger of host and GPU time);
 - **host**: ``time.perf_counter`` around a burst of :data:`BURST` calls issued on an idle GPU, per call: the
-  host's own cost, whatever the kernel takes (a burst this short never fills the launch queue).
+  host's own cost, whatever the kernel takes (a burst this short never fills the launch queue); the median of
+  :data:`ROUNDS` rounds in which every caller runs one burst, so a noisy moment of the host hits them all.
 
 The default shapes: a GEMM with next to nothing to compute (8 x 8 x 8: the launch alone), a ~5 us one and 1024^3.
 """
@@ -20,26 +21,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BURST", "SHAPES", "run", "table"]
+__all__ = ["BURST", "ROUNDS", "SHAPES", "run", "table"]
 
 BURST = 100
+ROUNDS = 9
 SHAPES = ((8, 8, 8), (512, 1024, 2048), (1024, 1024, 1024))
 
 
-def host_time(fn: Callable[[], Any], samples: int = 7) -> float:
-    """Host seconds per call of ``fn`` over bursts of :data:`BURST` calls, each started on an idle GPU (median)."""
+def host_time(fn: Callable[[], Any]) -> float:
+    """Host seconds per call of ``fn`` over one burst of :data:`BURST` calls started on an idle GPU."""
     import torch
 
-    fn()
-    out = []
-    for _ in range(samples):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(BURST):
-            fn()
-        out.append((time.perf_counter() - t) / BURST)
     torch.cuda.synchronize()
-    return statistics.median(out)
+    t = time.perf_counter()
+    for _ in range(BURST):
+        fn()
+    elapsed = time.perf_counter() - t
+    torch.cuda.synchronize()
+    return elapsed / BURST
 
 
 def run(shapes: tuple[tuple[int, int, int], ...] = SHAPES) -> list[dict[str, Any]]:
@@ -67,19 +66,23 @@ def _shape(m: int, n: int, k: int) -> list[dict[str, Any]]:
         "ctgraph.matmul(a, b, out=d)": lambda: ctgraph.matmul(a, b, out=d),
         "ctgraph.matmul(a, b)": lambda: ctgraph.matmul(a, b),
     }
-    rows = []
-    for name, fn in callers.items():
+    for fn in callers.values():
         fn()
-        rows.append(
-            {
-                "shape": f"{m}x{n}x{k}",
-                "caller": name,
-                "kernel_us": kernel_time(fn) * 1e6,
-                "call_us": call_time(fn) * 1e6,
-                "host_us": host_time(fn) * 1e6,
-            }
-        )
-    return rows
+    # NOTE: host time in interleaved rounds, every caller once a round (a noisy moment hits them all), median
+    hosts: dict[str, list[float]] = {name: [] for name in callers}
+    for _ in range(ROUNDS):
+        for name, fn in callers.items():
+            hosts[name].append(host_time(fn))
+    return [
+        {
+            "shape": f"{m}x{n}x{k}",
+            "caller": name,
+            "kernel_us": kernel_time(fn) * 1e6,
+            "call_us": call_time(fn) * 1e6,
+            "host_us": statistics.median(hosts[name]) * 1e6,
+        }
+        for name, fn in callers.items()
+    ]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
