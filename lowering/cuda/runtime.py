@@ -393,7 +393,7 @@ class _TorchFacts:
         a, b, c = A.data_ptr(), B.data_ptr(), C.data_ptr() if C is not None else 0
         fresh = out is None
         if fresh:
-            out = self.torch.empty(self.d, dtype=dt, device=A.device)
+            out = A.new_empty(self.d)  # NOTE: A's dtype and device, without parsing them again
         elif not self._ok(out, self.d, dev):
             return None
         d = out.data_ptr()
