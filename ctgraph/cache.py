@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -22,14 +22,12 @@ V = TypeVar("V")
 
 class LRU(Generic[V]):
     """At most ``size`` entries, the least recently used dropped first. A dropped compiled module stays alive as long
-    as a program holds it; the cache only stops holding it, so memory is bounded by the programs in use.
-    ``on_evict(value)`` is called for each entry dropped to make room (an owner's release)."""
+    as a program holds it; the cache only stops holding it, so memory is bounded by the programs in use."""
 
-    def __init__(self, size: int, on_evict: Callable[[V], None] | None = None) -> None:
+    def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"an LRU cache holds at least one entry, got size={size}")
         self.size = size
-        self.on_evict = on_evict
         self._items: OrderedDict[Hashable, V] = OrderedDict()
 
     def get(self, key: Hashable) -> V | None:
@@ -42,17 +40,8 @@ class LRU(Generic[V]):
         self._items[key] = value
         self._items.move_to_end(key)
         while len(self._items) > self.size:
-            _, dropped = self._items.popitem(last=False)
-            if self.on_evict is not None:
-                self.on_evict(dropped)
+            self._items.popitem(last=False)
         return value
-
-    def items(self) -> list[tuple[Hashable, V]]:
-        return list(self._items.items())
-
-    def clear(self) -> None:
-        """Forget every entry (``on_evict`` is not called: the caller releases what it took)."""
-        self._items.clear()
 
     def __len__(self) -> int:
         return len(self._items)

@@ -29,9 +29,8 @@ __all__ = ["KERNELS", "matmul", "register_torch_ops"]
 
 KERNELS = 1024  # compiled shapes kept by matmul (a kernel holds host objects; binaries are shared)
 DTYPES = ("float16", "float32")
-_KERNELS: LRU[Any] = LRU(KERNELS)  # (m, n, k, dtype, is_cuda) -> kernel
-_SHAPES: dict[tuple[Any, ...], Any] = {}  # (a.shape, b.shape, dtype, is_cuda) -> kernel: the calls' index
-_LOCK = threading.Lock()
+_KERNELS: LRU[Any] = LRU(KERNELS)  # (a.shape, b.shape, dtype, is_cuda) -> kernel
+_LOCK = threading.RLock()  # NOTE: re-entrant: importing torch under it runs the post-import hook, which takes it
 _REGISTERED = False
 SCHEMA = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor"
 SCHEMA_OUT = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!) out) -> ()"
@@ -39,9 +38,10 @@ SCHEMA_OUT = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!
 
 def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
     """``alpha * a @ b + beta * c`` into ``out`` (a new tensor when None); module docstring. ``c`` is needed when
-    ``beta != 0`` and ignored, with a :class:`ctgraph.api.CIgnoredWarning`, when ``beta == 0``."""
+    ``beta != 0`` and ignored, with a :class:`ctgraph.api.CIgnoredWarning`, when ``beta == 0``. Inputs that are not
+    contiguous are copied (``.contiguous()``); ``out`` must be contiguous."""
     torch = sys.modules.get("torch")
-    if torch is not None and (torch.compiler.is_compiling() or _needs_grad(torch, a, b, c)):
+    if torch is not None and (torch.compiler.is_compiling() or _needs_grad(torch, a, b, c, out)):
         if out is None:  # NOTE: through the dispatcher: traced, or recorded for autograd
             return torch.ops.ctgraph.matmul(a, b, c, alpha, beta)
         if not torch.compiler.is_compiling():
@@ -53,17 +53,20 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
         return out
     if not _REGISTERED:
         register_torch_ops()
-    return _run(a, b, c, alpha, beta, out)
+    result = _run(a, b, c, alpha, beta, out)
+    if out is not None:  # NOTE: written behind autograd's back: a saved out is now stale, as after an in-place op
+        torch.autograd.graph.increment_version(out)  # type: ignore[union-attr]
+    return result
 
 
-def _needs_grad(torch: Any, a: Any, b: Any, c: Any) -> bool:
-    return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in (a, b, c))
+def _needs_grad(torch: Any, a: Any, b: Any, c: Any, out: Any) -> bool:
+    return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in (a, b, c, out))
 
 
 def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
     """Eager: the kernel of this shape (compiled on first use), called on the tensors."""
     try:
-        kern = _SHAPES.get((a.shape, b.shape, a.dtype, a.is_cuda))  # NOTE: a hit reads the dict alone
+        kern = _KERNELS.get((a.shape, b.shape, a.dtype, a.is_cuda))
     except (AttributeError, TypeError):
         kern = None
     if kern is None:
@@ -77,14 +80,25 @@ def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
             CIgnoredWarning,
             stacklevel=3,
         )
+    a, b = _contiguous(a), _contiguous(b)
+    c = _contiguous(c) if c is not None else None
     if kern.target == "cuda":
         return kern.program(a, b, c, alpha=alpha, beta=beta, out=out)
     return _run_cpu(kern, a, b, c, alpha, beta, out)
 
 
+def _contiguous(x: Any) -> Any:
+    """``x`` as a row-major tensor: itself, or a copy (the kernels read row-major operands; a transposed weight is
+    common in torch code)."""
+    return x if x.is_contiguous() else x.contiguous()
+
+
 def _run_cpu(kern: Any, a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
     import torch
 
+    where = {n: str(x.device) for n, x in (("a", a), ("b", b), ("c", c), ("out", out)) if x is not None}
+    if set(where.values()) != {"cpu"}:
+        raise ValueError(f"a, b, c and out must be on one device, got {where}")
     arrays = [None if x is None else x.detach().numpy() for x in (a, b, c)]
     d = kern.program(*arrays, alpha=alpha, beta=beta, out=None if out is None else out.detach().numpy())
     return out if out is not None else torch.from_numpy(d)
@@ -109,69 +123,82 @@ def _kernel(a: Any, b: Any, c: Any, out: Any) -> Any:
         raise ValueError(f"a, b, c and out must be on one device, got {', '.join(sorted(devices))}")
     if a.device.type not in ("cuda", "cpu"):
         raise ValueError(f"ctgraph.matmul runs CUDA and CPU tensors, got a tensor on {a.device}")
+    if out is not None and not out.is_contiguous():
+        raise ValueError("out must be contiguous (row-major): D is written in place")
     from .api import compile
     from .gemm import gemm
 
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
-    key = (m, n, k, a.dtype, a.is_cuda)
+    key = (a.shape, b.shape, a.dtype, a.is_cuda)
     with _LOCK:
         kern = _KERNELS.get(key)
         if kern is None:
             target = "cuda" if a.is_cuda else "cpu"
-            kern = compile(gemm(m, n, k, macro_tile="auto", dtype=dtype), transform="auto", target=target)
-            _KERNELS.put(key, kern)
-            if len(_SHAPES) >= KERNELS:
-                _SHAPES.clear()  # NOTE: the fast index is rebuilt from hits; _KERNELS bounds what is kept
-        _SHAPES[(a.shape, b.shape, a.dtype, a.is_cuda)] = kern
+            kern = _KERNELS.put(
+                key, compile(gemm(m, n, k, macro_tile="auto", dtype=dtype), transform="auto", target=target)
+            )
     return kern
 
 
 def register_torch_ops() -> None:
-    """Register ``torch.ops.ctgraph.matmul`` and ``torch.ops.ctgraph.matmul_out`` with torch.library (once)."""
+    """Register ``torch.ops.ctgraph.matmul`` and ``torch.ops.ctgraph.matmul_out`` with torch.library (once). A torch
+    older than the ``torch.library.custom_op`` API (2.4) gets a warning and no ops; ``ctgraph.matmul`` still runs."""
     global _REGISTERED
+    import torch  # NOTE: before the lock as well as under it: a first import runs the hook that calls this
+
     with _LOCK:
         if _REGISTERED:
             return
-        import torch
-
-        @torch.library.custom_op("ctgraph::matmul", mutates_args=(), schema=SCHEMA)
-        def matmul_op(
-            a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float
-        ) -> torch.Tensor:
-            return _run(a, b, c, alpha, beta, None)
-
-        @matmul_op.register_fake
-        def _(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float) -> torch.Tensor:
-            torch._check(a.shape[1] == b.shape[0], lambda: "a's columns must equal b's rows")
-            return a.new_empty((a.shape[0], b.shape[1]))
-
-        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-            a, b, c, alpha, beta = inputs
-            ctx.save_for_backward(a, b)
-            ctx.alpha, ctx.beta, ctx.has_c = alpha, beta, c is not None
-
-        def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
-            """``dA = alpha dD B^T``, ``dB = alpha A^T dD``, ``dC = beta dD``: GEMMs of row-major copies."""
-            a, b = ctx.saved_tensors
-            g = grad.contiguous()
-            need = ctx.needs_input_grad
-            grad_a = matmul(g, b.t().contiguous(), alpha=ctx.alpha) if need[0] else None
-            grad_b = matmul(a.t().contiguous(), g, alpha=ctx.alpha) if need[1] else None
-            grad_c = grad * ctx.beta if ctx.has_c and need[2] else None
-            return grad_a, grad_b, grad_c, None, None
-
-        matmul_op.register_autograd(backward, setup_context=setup_context)
-
-        @torch.library.custom_op("ctgraph::matmul_out", mutates_args=("out",), schema=SCHEMA_OUT)
-        def matmul_out_op(
-            a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float, out: torch.Tensor
-        ) -> None:
-            _run(a, b, c, alpha, beta, out)
-
-        @matmul_out_op.register_fake
-        def _(
-            a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float, out: torch.Tensor
-        ) -> None:
-            return None
-
         _REGISTERED = True
+        try:
+            _register(torch)
+        except (AttributeError, TypeError) as e:  # an old torch: no custom_op / register_fake / register_autograd
+            warnings.warn(
+                f"torch {torch.__version__} lacks torch.library.custom_op ({e}): torch.ops.ctgraph.matmul "
+                "is not registered; ctgraph.matmul runs eagerly",
+                stacklevel=2,
+            )
+
+
+def _register(torch: Any) -> None:
+    """The two ops, their fake implementations and ``ctgraph::matmul``'s autograd formula."""
+
+    @torch.library.custom_op("ctgraph::matmul", mutates_args=(), schema=SCHEMA)
+    def matmul_op(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float) -> torch.Tensor:
+        return _run(a, b, c, alpha, beta, None)
+
+    @matmul_op.register_fake
+    def _(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float) -> torch.Tensor:
+        torch._check(a.shape[1] == b.shape[0], lambda: "a's columns must equal b's rows")
+        return a.new_empty((a.shape[0], b.shape[1]))
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        a, b, c, alpha, beta = inputs
+        ctx.save_for_backward(a, b)
+        ctx.alpha, ctx.beta, ctx.has_c = alpha, beta, c is not None
+
+    def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
+        """``dA = alpha dD B^T``, ``dB = alpha A^T dD``, ``dC = beta dD``: GEMMs of row-major copies."""
+        a, b = ctx.saved_tensors
+        g = grad.contiguous()
+        need = ctx.needs_input_grad
+        grad_a = matmul(g, b.t().contiguous(), alpha=ctx.alpha) if need[0] else None
+        grad_b = matmul(a.t().contiguous(), g, alpha=ctx.alpha) if need[1] else None
+        grad_c = grad * ctx.beta if ctx.has_c and need[2] else None
+        return grad_a, grad_b, grad_c, None, None
+
+    matmul_op.register_autograd(backward, setup_context=setup_context)
+
+    @torch.library.custom_op("ctgraph::matmul_out", mutates_args=("out",), schema=SCHEMA_OUT)
+    def matmul_out_op(
+        a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float, out: torch.Tensor
+    ) -> None:
+        _run(a, b, c, alpha, beta, out)
+
+    @matmul_out_op.register_fake
+    def _(
+        a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float, out: torch.Tensor
+    ) -> None:
+        return None
+
+    _REGISTERED = True

@@ -84,11 +84,22 @@ def bound(device: int) -> Iterator[None]:
 
 
 def pointer_device(ptr: int) -> int:
-    """The device ordinal a device pointer belongs to (``ValueError`` for a pointer CUDA does not know)."""
+    """The device ordinal a device pointer belongs to (``ValueError`` for a pointer CUDA does not know). Asked in
+    device 0's primary context where the thread has none current (the query needs one)."""
     ordinal = ctypes.c_int()
-    result = _lib().cuPointerGetAttribute(
-        ctypes.byref(ordinal), CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ctypes.c_uint64(ptr)
-    )
+
+    def query() -> int:
+        return int(
+            _lib().cuPointerGetAttribute(
+                ctypes.byref(ordinal), CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ctypes.c_uint64(ptr)
+            )
+        )
+
+    if _current():
+        result = query()
+    else:
+        with bound(0):
+            result = query()
     if result:
         raise ValueError(f"address {ptr:#x} is not device memory CUDA knows (CUDA error {result})")
     return ordinal.value

@@ -8,11 +8,12 @@ can be captured into a CUDA graph.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 
 from .driver import _check, _lib
 
-__all__ = ["alloc", "capture_id", "copy_from_device", "copy_to_device", "free", "zero_words"]
+__all__ = ["Buffer", "alloc", "capture_id", "copy_from_device", "copy_to_device", "free", "zero_words"]
 
 CU_STREAM_CAPTURE_STATUS_NONE = 0
 
@@ -26,6 +27,35 @@ def alloc(nbytes: int) -> int:
 
 def free(ptr: int) -> None:
     _check(_lib().cuMemFree_v2(ctypes.c_uint64(ptr)), "cuMemFree")
+
+
+class Buffer:
+    """``nbytes`` of device memory on ``device``, freed with the object: what a pycuda ``GPUArray`` takes as its
+    ``gpudata`` (an int-like pointer) from an ``allocator``."""
+
+    def __init__(self, nbytes: int, device: int) -> None:
+        from .contexts import bound
+
+        self.device = device
+        with bound(device):
+            self.ptr = alloc(nbytes)
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    __index__ = __int__
+
+    def free(self) -> None:
+        ptr, self.ptr = self.ptr, 0
+        if ptr:
+            from .contexts import bound
+
+            with bound(self.device):
+                free(ptr)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # NOTE: at interpreter exit the driver may be gone first
+            self.free()
 
 
 def zero_words(ptr: int, words: int, stream: int) -> None:

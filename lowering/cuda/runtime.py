@@ -13,6 +13,10 @@ then the prepared launch. torch tensors take a fast path that reads each tensor'
 the grid is checked against what that device holds at once. Operands on different devices raise before launch.
 The grid must not exceed the workgroups that can be resident at once (the occupancy API): the fixup spin-waits
 would deadlock on a CTA that is not running.
+
+**CUDA graphs.** A launch made while its stream captures keeps its kernels loaded for the life of the process (a
+graph may replay them after the program is dropped), and its workspace is the capture's own
+(:mod:`.workspace`). A shape's first ``ctgraph.matmul`` call compiles; make it before a capture.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from ctgraph.params import bindings
 
 from . import contexts, memory
 from .divisors import Divisor, fast_divisors
-from .driver import bounded_wait, stream_synchronize
+from .driver import CudaError, bounded_wait, stream_synchronize
 from .emit import generate
 from .emit import hopper as emit_hopper
 from .emit.base import loads_tiles
@@ -53,6 +57,7 @@ MODULES = 256  # loaded functions kept for reuse (a program keeps its own alive)
 _MODULES: LRU[Any] = LRU(MODULES)  # (device, source, arch, entry point, launch) -> loaded function
 _LOCK = threading.Lock()
 INT32_MAX = 2**31 - 1
+_CAPTURED: dict[int, Prepared] = {}  # launches made during a CUDA graph capture: their modules stay loaded
 
 
 def _load(device: int, source: str, name: str, opts: CudaOptions, launch: Any) -> Any:
@@ -251,8 +256,10 @@ class CudaProgram:
             if prepared is None:
                 prepared = self._prepare(device, variant, pointers)
             ws = flags = 0
+            capture = memory.capture_id(stream) if capturing is None or capturing else None
+            if capture is not None:
+                _CAPTURED.setdefault(id(prepared), prepared)  # NOTE: a graph may replay its kernels after we go
             if self.workspaces is not None:
-                capture = memory.capture_id(stream) if capturing is None or capturing else None
                 ws, flags = self.workspaces.get(device, stream, torch_alloc, capture)
             prepared(pointers, alpha, beta, ws, flags, stream)
         finally:
@@ -300,8 +307,10 @@ class CudaProgram:
         device = _device_of(ops)
         torch_op = next((op for op in ops.values() if _is_torch(op.obj)), None)
         default = _torch_stream(device) if torch_op is not None else 0  # no torch: the legacy stream, as pycuda's
-        handle = default if stream is None else _stream_handle(stream)
+        handle = default if stream is None else _stream_handle(stream, device)
         host = [n for n, op in ops.items() if op.host]
+        if "out" not in ops and not ops["A"].host and not _is_torch(ops["A"].obj):  # D will be a GPUArray
+            _pycuda_context()  # NOTE: before our push: pycuda pushes its own context on first import
         pushed = contexts.enter(device)
         try:
             if host and memory.capture_id(handle) is not None:
@@ -309,46 +318,59 @@ class CudaProgram:
                     f"{', '.join(host)} {'is a numpy array' if len(host) == 1 else 'are numpy arrays'}: a call "
                     "being captured into a CUDA graph takes device operands only (torch tensors)"
                 )
-            buffers = []
-            try:
-                for n in host:
-                    op = ops[n]
-                    op.ptr = memory.alloc(op.obj.nbytes)
-                    buffers.append(op.ptr)
-                    if n != "out":
-                        memory.copy_to_device(op.ptr, op.obj.ctypes.data, op.obj.nbytes, handle)
-                if "out" not in ops:
-                    D, ptr_d = _allocate_like(ops["A"], (p.m, p.n), p.dtype, device)
-                    ops["out"] = Operand("out", D, host=ops["A"].host, ptr=ptr_d)
-                    if ops["out"].host:
-                        ptr_d = memory.alloc(D.nbytes)
-                        ops["out"].ptr = ptr_d
-                        buffers.append(ptr_d)
-                pointers = (ops["A"].ptr, ops["B"].ptr, ops["C"].ptr if "C" in ops else 0, ops["out"].ptr)
-                variant = self._variant(pointers[0], pointers[1], pointers[3])
-                wait = bool(host)  # a numpy operand: wait for the kernel, then copy back and free
-                bounded = wait and variant == "wgmma"  # no CTA runs past its watchdog's limit: twice that is an error
-                what = f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel"
-                limit = 2 * emit_hopper.WATCHDOG_NS / 1e9 + 10
-                with bounded_wait(handle, limit, what) if bounded else contextlib.nullcontext():
-                    self.launch(device, handle, pointers, alpha, beta, torch_alloc=torch_op is not None)
-                    if ops["out"].host:
-                        d = ops["out"].obj
-                        memory.copy_from_device(d.ctypes.data, ops["out"].ptr, d.nbytes, handle)
-                if wait:
-                    stream_synchronize(handle)
-            finally:
-                if buffers:
-                    stream_synchronize(handle)  # NOTE: an error above may leave copies queued on the buffers
-                    for ptr in buffers:
-                        memory.free(ptr)
+            self._run_general(p, ops, device, handle, host, alpha, beta, torch_op is not None)
         finally:
             if pushed:
                 contexts.leave()
-        result = ops["out"].obj
-        if stream is not None and torch_op is not None and out is None and not ops["out"].host:
-            _record(result, handle)
-        return result
+        return ops["out"].obj
+
+    def _run_general(
+        self,
+        p: Any,
+        ops: dict[str, Operand],
+        device: int,
+        handle: int,
+        host: list[str],
+        alpha: float,
+        beta: float,
+        torch_alloc: bool,
+    ) -> None:
+        """Copy numpy operands in, allocate D where none was given, launch, copy D out; in the bound context."""
+        buffers: list[int] = []
+        hung = False
+        try:
+            for n in host:
+                op = ops[n]
+                op.ptr = memory.alloc(op.obj.nbytes)
+                buffers.append(op.ptr)
+                if n != "out":
+                    memory.copy_to_device(op.ptr, op.obj.ctypes.data, op.obj.nbytes, handle)
+            if "out" not in ops:
+                D, ptr_d = _allocate_like(ops["A"], (p.m, p.n), p.dtype, device, handle)
+                ops["out"] = Operand("out", D, host=ops["A"].host, ptr=ptr_d)
+                if ops["out"].host:
+                    ops["out"].ptr = memory.alloc(D.nbytes)
+                    buffers.append(ops["out"].ptr)
+            pointers = (ops["A"].ptr, ops["B"].ptr, ops["C"].ptr if "C" in ops else 0, ops["out"].ptr)
+            bounded = bool(host) and self._variant(pointers[0], pointers[1], pointers[3]) == "wgmma"
+            what = f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel"
+            limit = (
+                2 * emit_hopper.WATCHDOG_NS / 1e9 + 10
+            )  # no CTA runs past its watchdog's limit: twice that is an error
+            try:
+                with bounded_wait(handle, limit, what) if bounded else contextlib.nullcontext():
+                    self.launch(device, handle, pointers, alpha, beta, torch_alloc)
+                    if ops["out"].host:
+                        d = ops["out"].obj
+                        memory.copy_from_device(d.ctypes.data, ops["out"].ptr, d.nbytes, handle)
+            except CudaError:
+                hung = bounded  # NOTE: the stream may never finish: no synchronize, the buffers are left to it
+                raise
+        finally:
+            if buffers and not hung:
+                stream_synchronize(handle)  # a numpy result is complete; an error leaves no copy queued on a buffer
+                for ptr in buffers:
+                    memory.free(ptr)
 
 
 class _TorchFacts:
@@ -369,6 +391,7 @@ class _TorchFacts:
         self.out_bytes = p.m * p.n * item
         self.stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # NOTE: absent from CPU builds
         self.capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+        self.device = getattr(torch._C, "_cuda_getDevice", None)
 
     def _ok(self, x: Any, shape: Any, device: int) -> bool:
         return (
@@ -391,9 +414,17 @@ class _TorchFacts:
         if C is not None and not self._ok(C, self.d, dev):
             return None
         a, b, c = A.data_ptr(), B.data_ptr(), C.data_ptr() if C is not None else 0
+        capturing: bool | None = None
+        if stream is None:  # torch's current stream, which torch knows whether it captures (on its current device)
+            handle = self.stream(dev)
+            if self.capturing is not None and self.device is not None and self.device() == dev:
+                capturing = bool(self.capturing())
+        else:
+            handle = _stream_handle(stream, dev)
         fresh = out is None
-        if fresh:
-            out = A.new_empty(self.d)  # NOTE: A's dtype and device, without parsing them again
+        if fresh:  # NOTE: A's dtype and device, on the launch stream (new_empty: the current one, no parsing)
+            current = stream is None or handle == self.stream(dev)
+            out = A.new_empty(self.d) if current else _empty_on(A, self.d, handle)
         elif not self._ok(out, self.d, dev):
             return None
         d = out.data_ptr()
@@ -401,16 +432,7 @@ class _TorchFacts:
             spans = {n: (ptr, ptr + self.bytes[n]) for n, ptr in (("A", a), ("B", b), ("C", c)) if ptr}
             if overlapping((d, d + self.out_bytes), spans):
                 return None  # the general path raises, naming the operand
-        capturing: bool | None = None
-        if stream is None:  # torch's current stream, which torch knows whether it captures
-            handle = self.stream(dev)
-            if self.capturing is not None:
-                capturing = bool(self.capturing()) if prog.workspaces is not None else False
-        else:
-            handle = _stream_handle(stream)
         prog.launch(dev, handle, (a, b, c, d), alpha, beta, True, capturing)
-        if fresh and stream is not None and handle != self.stream(dev):
-            _record(out, handle)
         return out
 
 
@@ -424,11 +446,18 @@ def _torch_stream(device: int) -> int:
     return int(torch._C._cuda_getCurrentRawStream(device))
 
 
-def _record(tensor: Any, handle: int) -> None:
-    """Tell torch's allocator that ``tensor`` (allocated on the current stream) is used on stream ``handle``."""
+def _empty_on(like: Any, shape: Any, handle: int) -> Any:
+    """A tensor of ``like``'s dtype and device from torch's allocator on stream ``handle``: the stream the kernel
+    writes it on, so the allocator orders its reuse after that kernel (as torch allocates an op's output on the
+    stream the op runs on)."""
     import torch
 
-    tensor.record_stream(torch.cuda.ExternalStream(handle, device=tensor.device))
+    with torch.cuda.stream(torch.cuda.ExternalStream(handle, device=like.device)):
+        return like.new_empty(shape)
+
+
+def _pycuda_context() -> None:
+    import pycuda.autoprimaryctx  # noqa: F401 -- pycuda's own context stack, which a GPUArray result needs
 
 
 def _device_of(ops: dict[str, Operand]) -> int:
@@ -470,27 +499,33 @@ def check_out(p: Any, ops: dict[str, Operand]) -> None:
         check_no_overlap(byte_range(p, out), same)
 
 
-def _stream_handle(stream: Any) -> int:
+def _stream_handle(stream: Any, device: int) -> int:
+    """The raw handle of ``stream`` (an int handle, a torch or pycuda stream); a torch stream of another device than
+    the operands' is a ``ValueError`` (the driver would refuse the launch with a less clear error)."""
     if isinstance(stream, int):
         return stream
+    where = getattr(stream, "device", None)
+    index = getattr(where, "index", None)
+    if isinstance(index, int) and index != device:
+        raise ValueError(
+            f"stream is on cuda:{index} but the operands are on cuda:{device}: use a stream of their device"
+        )
     for attr in ("cuda_stream", "handle"):  # torch.cuda.Stream, pycuda.driver.Stream
         if hasattr(stream, attr):
             return int(getattr(stream, attr))
     raise TypeError(f"stream must be None, an int handle, a torch or pycuda stream, got {type(stream).__name__}")
 
 
-def _allocate_like(a: Operand, shape: tuple[int, int], dtype: str, device: int) -> tuple[Any, int]:
-    """The output: a torch tensor when A is one (torch's allocator, current stream), a numpy array when A is one
-    (the kernel writes a device buffer copied into it), else a pycuda GPUArray."""
+def _allocate_like(a: Operand, shape: tuple[int, int], dtype: str, device: int, stream: int) -> tuple[Any, int]:
+    """The output: a torch tensor when A is one (torch's allocator, on the launch stream), a numpy array when A is
+    one (the kernel writes a device buffer copied into it), else a pycuda GPUArray whose memory is allocated on
+    ``device`` (in the bound context, not pycuda's)."""
     if _is_torch(a.obj):
-        import torch
-
-        t = torch.empty(shape, dtype=getattr(torch, dtype), device=a.obj.device)
+        t = _empty_on(a.obj, shape, stream)
         return t, t.data_ptr()
     if a.host:
         return np.empty(shape, dtype), 0
-    import pycuda.autoprimaryctx  # noqa: F401 -- pycuda's own context stack needs the primary context on it
     import pycuda.gpuarray as ga
 
-    g = ga.empty(shape, dtype)
+    g = ga.GPUArray(shape, dtype, allocator=lambda nbytes: memory.Buffer(nbytes, device))
     return g, int(g.gpudata)

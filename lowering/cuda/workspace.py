@@ -7,10 +7,14 @@
 - **Zeroed where used.** Only the flags need zeros (a partial is read only after its flag says it was written).
   They are zeroed once, by ``cuMemsetD32Async`` on the stream that then launches, so the zeros land before the
   kernel that reads them and after anything queued there before; the kernels leave the flags at zero again.
-- **CUDA graphs.** A call made while its stream captures gets a workspace of that capture, zeroed inside the
-  captured work: each replay zeroes its own flags before its kernels run. Calls of one program in one capture
-  share it, as they share a stream.
-- **Bounded.** At most :data:`STREAMS` per program, the oldest first out; all go with the program.
+- **CUDA graphs.** A call made while its stream captures gets a workspace of that capture and stream, zeroed
+  inside the captured work: each replay zeroes its own flags before its kernels run. Calls of one program on one
+  stream of one capture share it. A capture's workspace lives as long as the program (the graph may replay it);
+  dropping the program returns it to the graph's pool, which no other tensor takes while the graph lives, unless
+  graphs share a pool.
+- **Bounded.** At most :data:`STREAMS` workspaces outside captures per program; past that the oldest is retired,
+  not freed at once (another thread may have read its pointers a moment ago), and freed :data:`STREAMS` retirements
+  later or with the program. torch's streams come from a small pool per device, so a program rarely sees that many.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from .contexts import bound
 
 __all__ = ["STREAMS", "Workspaces"]
 
-STREAMS = 8  # workspaces a program keeps, each for one (device, stream)
+STREAMS = 64  # workspaces a program keeps in use, each for one (device, stream)
 ALIGN = 256
 
 
@@ -35,7 +39,8 @@ class Workspaces:
         self.flag_words = flag_words
         self._blocks: dict[tuple[int, int], tuple[int, int, Any]] = {}  # (device, stream) -> block, oldest first
         self._pointers: dict[tuple[int, int], tuple[int, int]] = {}  # (device, stream) -> (workspace, flags)
-        self._captures: dict[int, tuple[int, tuple[int, int, Any]]] = {}  # device -> (capture id, its block)
+        self._captures: dict[tuple[int, int, int], tuple[int, int, Any]] = {}  # (device, capture, stream) -> block
+        self._retired: list[tuple[int, int, Any]] = []
         self._lock = threading.Lock()
 
     @property
@@ -56,21 +61,21 @@ class Workspaces:
                     if len(self._blocks) >= STREAMS:
                         oldest = next(iter(self._blocks))
                         del self._pointers[oldest]
-                        _release(self._blocks.pop(oldest))
+                        self._retired.append(self._blocks.pop(oldest))
+                        if len(self._retired) > STREAMS:  # retired 64 new streams ago: long since launched on
+                            _release(self._retired.pop(0))
                     self._blocks[key] = self._new(device, stream, torch_alloc)
                 block = self._blocks[key]
             else:
-                held = self._captures.get(device)
-                if held is None or held[0] != capture:
-                    if not torch_alloc:
-                        raise ValueError(
-                            "capturing a CUDA graph of a kernel with a workspace (Stream-K, split-K) needs torch "
-                            "tensors: the workspace comes from torch's allocator, which gives a capture its own pool"
-                        )
-                    if held is not None:
-                        _release(held[1])
-                    held = self._captures[device] = (capture, self._new(device, stream, torch_alloc))
-                block = held[1]
+                if not torch_alloc:
+                    raise ValueError(
+                        "capturing a CUDA graph of a kernel with a workspace (Stream-K, split-K) needs torch "
+                        "tensors: the workspace comes from torch's allocator, which gives a capture its own pool"
+                    )
+                ckey = (device, capture, stream)
+                if ckey not in self._captures:
+                    self._captures[ckey] = self._new(device, stream, torch_alloc)
+                block = self._captures[ckey]
             ptrs = (block[0], block[0] + self.partial_bytes)
             if capture is None:
                 self._pointers[(device, stream)] = ptrs
@@ -90,10 +95,11 @@ class Workspaces:
     def release(self) -> None:
         """Give every workspace back (stream-ordered for torch's allocator; ``cuMemFree`` waits for the device)."""
         with self._lock:
-            blocks = [*self._blocks.values(), *(b for _, b in self._captures.values())]
+            blocks = [*self._blocks.values(), *self._captures.values(), *self._retired]
             self._blocks.clear()
             self._pointers.clear()
             self._captures.clear()
+            self._retired.clear()
         for b in blocks:
             _release(b)
 

@@ -253,3 +253,5 @@ def test_second_gpu():
     assert torch.equal(kern(A0, B0, C.to("cuda:0"), beta=1.0).cpu(), D.cpu())
     with pytest.raises(ValueError, match="different devices"):
         kern(A0, B, C, beta=1.0)
+    with pytest.raises(ValueError, match="stream is on cuda:0"):
+        kern(A, B, stream=torch.cuda.Stream(device=0))

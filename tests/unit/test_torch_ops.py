@@ -89,3 +89,35 @@ def test_autograd():
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     with pytest.raises(RuntimeError, match="automatic differentiation"):
         ctgraph.matmul(a, b, out=torch.empty(24, 16))
+
+
+def test_a_first_call_before_torch_is_imported_does_not_hang():
+    """The first call imports torch, whose post-import hook registers the ops under the same lock."""
+    code = textwrap.dedent("""
+        import numpy as np, ctgraph
+        try:
+            ctgraph.matmul(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32))
+        except TypeError as e:
+            print("TypeError", "torch tensors" in str(e))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "TypeError True"
+
+
+def test_out_is_refused_for_autograd_and_marked_written():
+    a, b, _ = operands(8, 6, 4, seed=2)
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        ctgraph.matmul(a, b, out=torch.zeros(8, 6, requires_grad=True))
+    o, x = torch.zeros(8, 6), torch.ones(8, 6, requires_grad=True)
+    y = (x * o).sum()  # saves o for backward
+    ctgraph.matmul(a, b, out=o)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_strided_inputs_are_copied():
+    a, b, c = operands(12, 10, 6, seed=3)
+    torch.testing.assert_close(ctgraph.matmul(a.t().contiguous().t(), b, c=c.t().contiguous().t(), beta=1.0), a @ b + c)
+    with pytest.raises(ValueError, match="out must be contiguous"):
+        ctgraph.matmul(torch.randn(5, 7), torch.randn(7, 9), out=torch.empty(9, 5).t())
