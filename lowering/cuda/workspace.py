@@ -83,10 +83,7 @@ class Workspaces:
 
     def _new(self, device: int, stream: int, torch_alloc: bool) -> tuple[int, int, Any]:
         if torch_alloc:
-            import torch
-
-            ptr = int(torch.cuda.caching_allocator_alloc(self.nbytes, device, stream))
-            owner: Any = torch.cuda.caching_allocator_delete
+            ptr, owner = torch_alloc_on(self.nbytes, device, stream), torch_free
         else:
             ptr, owner = memory.alloc(self.nbytes), None
         memory.zero_words(ptr + self.partial_bytes, self.flag_words, stream)
@@ -102,6 +99,19 @@ class Workspaces:
             self._retired.clear()
         for b in blocks:
             _release(b)
+
+
+def torch_alloc_on(nbytes: int, device: int, stream: int) -> int:
+    """``nbytes`` from torch's caching allocator for ``stream`` of ``device`` (a capture's pool while it captures)."""
+    import torch
+
+    return int(torch.cuda.caching_allocator_alloc(nbytes, device, stream))
+
+
+def torch_free(ptr: int) -> None:
+    import torch
+
+    torch.cuda.caching_allocator_delete(ptr)
 
 
 def _release(block: tuple[int, int, Any]) -> None:
