@@ -234,9 +234,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shapes(name: str, limit: int = 0) -> list[tuple[int, int, int]]:
-    """A shape set by name (:data:`SETS`: ctgraph/data/shapes/, :mod:`ctgraph.select.shapes`) or a CSV of m,n,k."""
+def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, int]]:
+    """A shape set by name (:data:`SETS`: ctgraph/data/shapes/, :mod:`ctgraph.select.shapes`) or a CSV of m,n,k;
+    without its first ``skip`` shapes, then its first ``limit`` (0: all)."""
+    from .gemm import positive_int
     from .select import shapes
+
+    for what, v in (("--limit", limit), ("--skip", skip)):
+        if v:
+            positive_int(what, v)
 
     path = shapes.DATA / f"{name}.csv"
     if name in SETS and path.exists():
@@ -245,6 +251,7 @@ def _shapes(name: str, limit: int = 0) -> list[tuple[int, int, int]]:
         out = shapes.read(name)
     else:
         raise ValueError(f"shapes: a set ({', '.join(SETS)}) or a CSV of m,n,k, got {name!r}")
+    out = out[skip:]
     return out[:limit] if limit else out
 
 
@@ -257,7 +264,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     if not args.shapes:
         raise ValueError("tune: give a shape set (or --merge TABLES)")
-    shapes = _shapes(args.shapes, args.limit)
+    shapes = _shapes(args.shapes, args.limit, args.skip)
     _require_gpu_stack("python -m ctgraph tune")
     table = run(shapes, Path(args.out), top=args.top, extra=args.extra, shard=parse_shard(args.shard))
     print(f"timed {len(table.entries)} shapes -> {args.out}")
@@ -406,7 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="tune.json", help="the merged table (default tune.json)")
     p.add_argument("--top", type=int, default=8, help="the ranker's first N candidates per shape (default 8)")
     p.add_argument("--extra", type=int, default=4, help="and N others drawn with a seed (default 4)")
-    p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
+    p.add_argument("--limit", type=int, default=0, help="only the first N shapes (after --skip)")
+    p.add_argument("--skip", type=int, default=0, help="leave out the first N shapes (those timed before)")
     p.add_argument("--shard", help="i/n: this host's share (default RANK/WORLD_SIZE, else all)")
     p.add_argument("--merge", nargs="+", metavar="TABLE", help="merge these tables into --out instead")
     p.add_argument("--install", action="store_true", help="add the entries to this device's autotune cache")

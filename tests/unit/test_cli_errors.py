@@ -68,3 +68,14 @@ def test_control_graph_dump(capsys, tmp_path):
     assert "subgraph cluster_c" in dot.read_text() and txt.read_text().startswith("[0] Kernel(")
     assert run(["compile", *GEMM, "--control", str(tmp_path / "c.jpeg")]) == 2
     assert "--control path must end in" in capsys.readouterr().err
+
+
+def test_shape_sets_skip_then_limit():
+    from ctgraph.cli import _shapes
+    from ctgraph.select import shapes
+
+    everything = shapes.read(shapes.DATA / "train.csv")
+    assert _shapes("train", limit=5, skip=10) == everything[10:15]
+    assert _shapes("train", skip=390) == everything[390:]
+    with pytest.raises(ValueError, match="--skip must be a positive integer"):
+        _shapes("train", skip=-1)
