@@ -354,9 +354,8 @@ class CudaProgram:
             pointers = (ops["A"].ptr, ops["B"].ptr, ops["C"].ptr if "C" in ops else 0, ops["out"].ptr)
             bounded = bool(host) and self._variant(pointers[0], pointers[1], pointers[3]) == "wgmma"
             what = f"the {p.m}x{p.n}x{p.k} GEMM's wgmma kernel"
-            limit = (
-                2 * emit_hopper.WATCHDOG_NS / 1e9 + 10
-            )  # no CTA runs past its watchdog's limit: twice that is an error
+            # NOTE: no CTA runs past its watchdog's limit: twice that is an error
+            limit = 2 * emit_hopper.WATCHDOG_NS / 1e9 + 10
             try:
                 with bounded_wait(handle, limit, what) if bounded else contextlib.nullcontext():
                     self.launch(device, handle, pointers, alpha, beta, torch_alloc)
