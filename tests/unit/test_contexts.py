@@ -1,0 +1,96 @@
+"""Context binding and capture queries without a GPU: libcuda replaced by a fake that keeps a context stack."""
+
+from __future__ import annotations
+
+import pytest
+
+from lowering.cuda import contexts, memory
+
+
+class FakeCuda:
+    """Per-thread context stack and primary contexts as the driver keeps them (one thread here)."""
+
+    def __init__(self, current: int = 0, capturing: dict[int, int] | None = None, v3: bool = False) -> None:
+        self.stack = [current] if current else []
+        self.capturing = capturing or {}
+        if v3:
+            self.cuStreamGetCaptureInfo_v3 = self._info
+        else:
+            self.cuStreamGetCaptureInfo_v2 = self._info
+
+    def cuInit(self, flags):
+        return 0
+
+    def cuDeviceGet(self, dev, ordinal):
+        dev._obj.value = ordinal
+        return 0
+
+    def cuDevicePrimaryCtxRetain(self, handle, dev):
+        handle._obj.value = 0x100 + dev.value
+        return 0
+
+    def cuCtxGetCurrent(self, handle):
+        handle._obj.value = self.stack[-1] if self.stack else None
+        return 0
+
+    def cuCtxGetDevice(self, dev):
+        dev._obj.value = self.stack[-1] - 0x100
+        return 0
+
+    def cuCtxPushCurrent_v2(self, ctx):
+        self.stack.append(ctx.value)
+        return 0
+
+    def cuCtxPopCurrent_v2(self, out):
+        self.stack.pop()
+        return 0
+
+    def cuStreamIsCapturing(self, stream, status):
+        status._obj.value = 1 if (stream.value or 0) in self.capturing else 0
+        return 0
+
+    def _info(self, stream, status, ident, *rest):
+        ident._obj.value = self.capturing[stream.value or 0]
+        return 0
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(**kw):
+        lib = FakeCuda(**kw)
+        monkeypatch.setattr(contexts, "_lib", lambda: lib)
+        monkeypatch.setattr(memory, "_lib", lambda: lib)
+        monkeypatch.setattr(contexts, "_PRIMARY", {})
+        return lib
+
+    return install
+
+
+def test_the_devices_context_is_pushed_only_where_another_is_current(fake):
+    lib = fake(current=0x100)  # device 0's primary context is current (torch ran here)
+    assert contexts.enter(0) is False and lib.stack == [0x100]
+    assert contexts.enter(1) is True and lib.stack == [0x100, 0x101]
+    contexts.leave()
+    assert lib.stack == [0x100] and contexts.current_device() == 0
+
+
+def test_a_thread_without_a_context_gets_one_for_the_call_only(fake):
+    lib = fake()
+    assert contexts.current_device() == 0  # the runtime's default where nothing is current
+    with contexts.bound(1):
+        assert lib.stack == [0x101] and contexts.current_device() == 1
+    assert lib.stack == []
+
+
+def test_bound_pops_on_error(fake):
+    lib = fake(current=0x100)
+    with pytest.raises(RuntimeError), contexts.bound(1):
+        raise RuntimeError("a failed launch")
+    assert lib.stack == [0x100]
+
+
+@pytest.mark.parametrize("v3", [False, True], ids=["v2", "v3"])
+def test_capture_id(fake, v3):
+    fake(capturing={7: 42}, v3=v3)
+    assert memory.capture_id(7) == 42
+    assert memory.capture_id(8) is None
