@@ -4,6 +4,8 @@
   :data:`SAMPLES` replays (host dispatch excluded: what the kernel costs).
 - :func:`call_time`: CUDA events around back-to-back Python calls filling at least :data:`FILL_S`; the median of
   :data:`SAMPLES` (what a Python caller sees, dispatch included).
+- :func:`host_time`: ``time.perf_counter`` around one burst of :data:`BURST` calls started on an idle GPU (the host's
+  own cost per call, whatever the kernel takes: a burst this short never fills the launch queue).
 
 Both need torch and a GPU; ``fn`` launches on torch's current stream.
 """
@@ -13,13 +15,15 @@ from __future__ import annotations
 import gc
 import math
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FILL_S", "SAMPLES", "call_time", "kernel_time"]
+__all__ = ["BURST", "FILL_S", "SAMPLES", "call_time", "host_time", "kernel_time"]
 
 SAMPLES = 7
 FILL_S = 2e-3
+BURST = 100
 
 
 def call_time(fn: Callable[[], Any]) -> float:
@@ -42,6 +46,19 @@ def call_time(fn: Callable[[], Any]) -> float:
         end.synchronize()
         samples.append(start.elapsed_time(end) * 1e-3 / reps)
     return statistics.median(samples)
+
+
+def host_time(fn: Callable[[], Any]) -> float:
+    """Host seconds per call of ``fn`` over one burst of :data:`BURST` calls started on an idle GPU."""
+    import torch
+
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(BURST):
+        fn()
+    elapsed = time.perf_counter() - t
+    torch.cuda.synchronize()
+    return elapsed / BURST
 
 
 def kernel_time(fn: Callable[[], Any], reps: int = 10) -> float:

@@ -2,14 +2,13 @@
 
 For each shape, five callers on the same torch tensors, on torch's current stream: ``torch.matmul(a, b, out=d)``
 and ``torch.matmul(a, b)`` (cuBLAS; the second allocates its result), a compiled kernel ``kern(a, b, out=d)``,
-``ctgraph.matmul(a, b, out=d)`` and ``ctgraph.matmul(a, b)``. Three times each (the first two by
+``ctgraph.matmul(a, b, out=d)`` and ``ctgraph.matmul(a, b)``. Three times each (all by
 :mod:`ctgraph.measure`):
 
 - **kernel**: GPU time per call, by CUDA-graph replay;
 - **call**: events around back-to-back Python calls (what a caller sees: the larger of host and GPU time);
-- **host**: ``time.perf_counter`` around a burst of :data:`BURST` calls issued on an idle GPU, per call: the
-  host's own cost, whatever the kernel takes (a burst this short never fills the launch queue); the median of
-  :data:`ROUNDS` rounds in which every caller runs one burst, so a noisy moment of the host hits them all.
+- **host**: :func:`ctgraph.measure.host_time`, a burst of calls on an idle GPU timed on the host, per call; the
+  median of :data:`ROUNDS` rounds in which every caller runs one burst, so a noisy moment of the host hits them all.
 
 The default shapes: a GEMM with next to nothing to compute (8 x 8 x 8: the launch alone), a ~5 us one and 1024^3.
 """
@@ -17,28 +16,13 @@ The default shapes: a GEMM with next to nothing to compute (8 x 8 x 8: the launc
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BURST", "ROUNDS", "SHAPES", "run", "table"]
+__all__ = ["ROUNDS", "SHAPES", "run", "table"]
 
-BURST = 100
 ROUNDS = 9
 SHAPES = ((8, 8, 8), (512, 1024, 2048), (1024, 1024, 1024))
-
-
-def host_time(fn: Callable[[], Any]) -> float:
-    """Host seconds per call of ``fn`` over one burst of :data:`BURST` calls started on an idle GPU."""
-    import torch
-
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(BURST):
-        fn()
-    elapsed = time.perf_counter() - t
-    torch.cuda.synchronize()
-    return elapsed / BURST
 
 
 def run(shapes: tuple[tuple[int, int, int], ...] = SHAPES) -> list[dict[str, Any]]:
@@ -53,7 +37,7 @@ def _shape(m: int, n: int, k: int) -> list[dict[str, Any]]:
     import torch
 
     import ctgraph
-    from ctgraph.measure import call_time, kernel_time
+    from ctgraph.measure import call_time, host_time, kernel_time
 
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)

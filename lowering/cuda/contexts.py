@@ -53,9 +53,12 @@ def _current() -> int:
 
 
 def current_device() -> int:
-    """The device of the calling thread's current context; 0 where none is current (the runtime's default)."""
-    dev = ctypes.c_int()
-    return dev.value if _current() and _lib().cuCtxGetDevice(ctypes.byref(dev)) == 0 else 0
+    """The device of the calling thread's current context; 0 where none is current (the runtime's default) or the
+    driver is not initialized yet."""
+    lib, handle, dev = _lib(), ctypes.c_void_p(), ctypes.c_int()
+    if lib.cuCtxGetCurrent(ctypes.byref(handle)) or not handle.value:
+        return 0
+    return dev.value if lib.cuCtxGetDevice(ctypes.byref(dev)) == 0 else 0
 
 
 def enter(device: int) -> bool:

@@ -15,6 +15,7 @@ import functools
 
 from ctgraph.select.target import H100_SXM, KNOWN, Target
 
+from .contexts import current_device
 from .driver import _check, _lib
 
 __all__ = ["device_target"]
@@ -48,14 +49,9 @@ def _attributes(ordinal: int) -> tuple[str, dict[str, int]]:
     return name.value.decode(), out
 
 
-def _current_ordinal() -> int:
-    dev = ctypes.c_int()
-    return dev.value if _lib().cuCtxGetDevice(ctypes.byref(dev)) == 0 else 0
-
-
 def device_target(ordinal: int | None = None) -> Target:
     """The device ``ordinal`` (default: the current context's, else 0) as a :class:`Target`."""
-    return _target(_current_ordinal() if ordinal is None else ordinal)
+    return _target(current_device() if ordinal is None else ordinal)
 
 
 @functools.cache

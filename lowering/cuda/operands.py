@@ -11,7 +11,7 @@ import numpy as np
 from ctgraph.gemm import GemmProblem
 from ctgraph.operands import check_array, expected_shapes
 
-__all__ = ["Operand", "classify"]
+__all__ = ["Operand", "classify", "is_torch_cuda"]
 
 TYPESTR = {"<f2": "float16", "<f4": "float32"}
 
@@ -28,13 +28,18 @@ class Operand:
         return self.host or self.ptr % 16 == 0
 
 
+def is_torch_cuda(x: Any) -> bool:
+    """Whether ``x`` is a CUDA torch tensor (without importing torch)."""
+    return type(x).__module__.startswith("torch") and bool(getattr(x, "is_cuda", False))
+
+
 def classify(p: GemmProblem, name: str, x: Any) -> Operand:
     """Check one operand and say how to reach it; errors name the argument."""
     shape = expected_shapes(p)[name]
     if isinstance(x, np.ndarray):
         check_array(p, name, x, shape, p.dtype, x.shape, x.dtype, x.flags.c_contiguous)
         return Operand(name, x, host=True)
-    if type(x).__module__.startswith("torch") and getattr(x, "is_cuda", False):
+    if is_torch_cuda(x):
         # NOTE: the same facts as torch's __cuda_array_interface__, without building its dict on every call
         dtype = str(x.dtype).removeprefix("torch.")
         check_array(p, name, x, shape, p.dtype, tuple(x.shape), dtype, x.is_contiguous())

@@ -45,7 +45,7 @@ from .emit import hopper as emit_hopper
 from .emit.base import loads_tiles
 from .launch import OPERAND_A, OPERAND_B, OPERAND_D, MapSpec, Prepared
 from .nvcc import ptx
-from .operands import Operand, classify
+from .operands import Operand, classify, is_torch_cuda
 from .options import CudaOptions, options_from
 from .plan.hopper import d_tail_box, hopper_layout, reduction_launch, swizzle_bytes
 from .plan.mma import layout
@@ -305,11 +305,11 @@ class CudaProgram:
         ops = {n: classify(p, n, x) for n, x in (("A", A), ("B", B), ("C", C), ("out", out)) if x is not None}
         check_out(p, ops)  # before any copy or launch
         device = _device_of(ops)
-        torch_op = next((op for op in ops.values() if _is_torch(op.obj)), None)
+        torch_op = next((op for op in ops.values() if is_torch_cuda(op.obj)), None)
         default = _torch_stream(device) if torch_op is not None else 0  # no torch: the legacy stream, as pycuda's
         handle = default if stream is None else _stream_handle(stream, device)
         host = [n for n, op in ops.items() if op.host]
-        if "out" not in ops and not ops["A"].host and not _is_torch(ops["A"].obj):  # D will be a GPUArray
+        if "out" not in ops and not ops["A"].host and not is_torch_cuda(ops["A"].obj):  # D will be a GPUArray
             _pycuda_context()  # NOTE: before our push: pycuda pushes its own context on first import
         pushed = contexts.enter(device)
         try:
@@ -435,10 +435,6 @@ class _TorchFacts:
         return out
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and getattr(x, "is_cuda", False)
-
-
 def _torch_stream(device: int) -> int:
     import torch
 
@@ -466,7 +462,7 @@ def _device_of(ops: dict[str, Operand]) -> int:
     for n, op in ops.items():
         if op.host:
             continue
-        if _is_torch(op.obj):
+        if is_torch_cuda(op.obj):
             where[n] = op.obj.get_device()
         else:
             from .contexts import pointer_device
@@ -519,7 +515,7 @@ def _allocate_like(a: Operand, shape: tuple[int, int], dtype: str, device: int, 
     """The output: a torch tensor when A is one (torch's allocator, on the launch stream), a numpy array when A is
     one (the kernel writes a device buffer copied into it), else a pycuda GPUArray whose memory is allocated on
     ``device`` (in the bound context, not pycuda's)."""
-    if _is_torch(a.obj):
+    if is_torch_cuda(a.obj):
         t = _empty_on(a.obj, shape, stream)
         return t, t.data_ptr()
     if a.host:
