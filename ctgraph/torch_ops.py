@@ -41,7 +41,9 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
     ``beta != 0`` and ignored, with a :class:`ctgraph.api.CIgnoredWarning`, when ``beta == 0``. Inputs that are not
     contiguous are copied (``.contiguous()``); ``out`` must be contiguous."""
     torch = sys.modules.get("torch")
-    if torch is not None and (torch.compiler.is_compiling() or _needs_grad(torch, a, b, c, out)):
+    if torch is not None and (
+        torch.compiler.is_compiling() or (torch.is_grad_enabled() and _requires_grad(a, b, c, out))
+    ):
         if out is None:  # NOTE: through the dispatcher: traced, or recorded for autograd
             return torch.ops.ctgraph.matmul(a, b, c, alpha, beta)
         if not torch.compiler.is_compiling():
@@ -59,8 +61,14 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
     return result
 
 
-def _needs_grad(torch: Any, a: Any, b: Any, c: Any, out: Any) -> bool:
-    return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in (a, b, c, out))
+def _requires_grad(a: Any, b: Any, c: Any, out: Any) -> bool:
+    """Whether autograd must see the call (spelt out: this runs on every eager call)."""
+    return bool(
+        getattr(a, "requires_grad", False)
+        or getattr(b, "requires_grad", False)
+        or getattr(c, "requires_grad", False)
+        or getattr(out, "requires_grad", False)
+    )
 
 
 def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
@@ -80,17 +88,15 @@ def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
             CIgnoredWarning,
             stacklevel=3,
         )
-    a, b = _contiguous(a), _contiguous(b)
-    c = _contiguous(c) if c is not None else None
+    if not a.is_contiguous():  # NOTE: spelt out rather than a helper: this runs on every eager call
+        a = a.contiguous()
+    if not b.is_contiguous():
+        b = b.contiguous()
+    if c is not None and not c.is_contiguous():
+        c = c.contiguous()
     if kern.target == "cuda":
         return kern.program(a, b, c, alpha=alpha, beta=beta, out=out)
     return _run_cpu(kern, a, b, c, alpha, beta, out)
-
-
-def _contiguous(x: Any) -> Any:
-    """``x`` as a row-major tensor: itself, or a copy (the kernels read row-major operands; a transposed weight is
-    common in torch code)."""
-    return x if x.is_contiguous() else x.contiguous()
 
 
 def _run_cpu(kern: Any, a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:

@@ -29,21 +29,22 @@ def free(ptr: int) -> None:
     _check(_lib().cuMemFree_v2(ctypes.c_uint64(ptr)), "cuMemFree")
 
 
-class Buffer:
+class Buffer(int):
     """``nbytes`` of device memory on ``device``, freed with the object: what a pycuda ``GPUArray`` takes as its
-    ``gpudata`` (an int-like pointer) from an ``allocator``."""
+    ``gpudata`` from an ``allocator``. An ``int`` (its value the pointer), since pycuda's Boost.Python entry points
+    (``memcpy_dtoh`` under ``GPUArray.get``) take a device pointer only as an int or their own allocation."""
 
-    def __init__(self, nbytes: int, device: int) -> None:
+    device: int
+    ptr: int
+
+    def __new__(cls, nbytes: int, device: int) -> Buffer:
         from .contexts import bound
 
-        self.device = device
         with bound(device):
-            self.ptr = alloc(nbytes)
-
-    def __int__(self) -> int:
-        return self.ptr
-
-    __index__ = __int__
+            ptr = alloc(nbytes)
+        self = super().__new__(cls, ptr)
+        self.device, self.ptr = device, ptr
+        return self
 
     def free(self) -> None:
         ptr, self.ptr = self.ptr, 0

@@ -94,3 +94,25 @@ def test_capture_id(fake, v3):
     fake(capturing={7: 42}, v3=v3)
     assert memory.capture_id(7) == 42
     assert memory.capture_id(8) is None
+
+
+def test_a_buffer_is_an_int_allocated_and_freed_in_its_devices_context(fake):
+    """pycuda's ``GPUArray.get`` hands ``gpudata`` to Boost.Python, which takes an ``int``, not an int-like object."""
+    lib = fake(current=0x100)
+    calls = []
+
+    def cu_mem_alloc(ptr, nbytes):
+        calls.append(("alloc", lib.stack[-1], nbytes.value))
+        ptr._obj.value = 0xBEEF00
+        return 0
+
+    def cu_mem_free(ptr):
+        calls.append(("free", lib.stack[-1], ptr.value))
+        return 0
+
+    lib.cuMemAlloc_v2, lib.cuMemFree_v2 = cu_mem_alloc, cu_mem_free
+    buf = memory.Buffer(4096, 1)
+    assert isinstance(buf, int) and buf == 0xBEEF00 and buf + 16 == 0xBEEF10 and buf.device == 1
+    buf.free()
+    buf.free()  # once only
+    assert calls == [("alloc", 0x101, 4096), ("free", 0x101, 0xBEEF00)] and lib.stack == [0x100]
