@@ -158,7 +158,7 @@ def fit(train: Table, validation: Table, target: Target, kernels: str | None = N
     )
     correction = Correction(
         target.family,
-        tuple(round(float(x), 6) for x in w),
+        tuple(round(float(x), 6) + 0.0 for x in w),  # NOTE: + 0.0 turns -0.0 into 0.0
         kernel_hash() if kernels is None else kernels,
         FEATURES,
         meta,
