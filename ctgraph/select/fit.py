@@ -148,8 +148,8 @@ def fit(train: Table, validation: Table, target: Target, kernels: str | None = N
             (float(logs.mean()), float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) > 1 else 0.0, lam, w)
         )
     least, se = min((s[0], s[1]) for s in scored)
-    _, _, lam, w = max((s for s in scored if s[0] <= least + se + 1e-12), key=lambda s: s[2])
-    loss = _geomean(regret(rows_v, w))
+    mean, _, lam, w = max((s for s in scored if s[0] <= least + se + 1e-12), key=lambda s: s[2])
+    loss = math.exp(mean)  # the validation regret's geomean, scored above
     meta = (
         ("lambda", str(lam)),
         ("train_rows", str(len(rows_t))),
