@@ -3,7 +3,8 @@
 A transformed graph has one or more **sections** (Stream-K and data-parallel parts of a two-tile
 schedule; a single one otherwise). A section is driven by three coordinates a kernel supplies: its
 ``Workgroup``, and the loop counters ``ForLoop(Tile)`` and ``ForLoop(K)`` that a Split with strides
-(1, 1) adds into one local iteration ``forTile + forK``; a ``Sunder`` selector value picks it.
+(1, 1) adds into one local iteration ``forTile + forK``; a ``Sunder`` selector value picks it (a Sunder whose
+selector no edge consumes: the kernel supplies it).
 
 :func:`schedule` evaluates the graph's reverse expressions for every (workgroup, local iteration)
 at once with numpy: the iterations a workgroup runs are the prefix of ``local = 0, 1, ...`` for which
@@ -21,7 +22,7 @@ import sympy
 
 from .dimensions import ForLoop, MacroTileNumber, Workgroup
 from .edges import Sunder
-from .evaluate import NUMPY
+from .evaluate import NUMPY, NumpyIndexPrinter
 from .expr import index, to_int
 from .graph import CoordinateGraph, Walk
 
@@ -69,7 +70,9 @@ def sections(g: CoordinateGraph) -> list[Section]:
         found.append(Section(name, wg, *loops, whole_tiles=name in whole))
     if not found:
         raise ValueError("the graph has no Workgroup dimension: run a transform (ctgraph.compile) first")
-    sunders = g.edges(Sunder)
+    # NOTE: a Sunder picks sections only where the kernel supplies its selector (a sink); a selector the walk
+    # computes (a ragged tile order's, ctgraph.passes.raster) is index algebra, not a section.
+    sunders = [e for e in g.edges(Sunder) if not g.edges_out(g.outputs(e)[-1])]
     if not sunders:
         if len(found) != 1:
             raise ValueError(f"{len(found)} workgroup dimensions but no Sunder to choose between them")
@@ -110,7 +113,9 @@ def schedule(g: CoordinateGraph) -> list[list[tuple[int, int, int]]]:
             continue
         w = section_walk(g, sec, wg, local, sympy.Integer(0), [tc.m, tc.n, tc.k])
         exprs = [w[tc.m], w[tc.n], w[tc.k], sympy.And(*w.in_bounds([tc.m, tc.n, tc.k]))]
-        fn = sympy.lambdify([wg, local], exprs, modules=NUMPY)
+        # NOTE: the index printer keeps integers through a Piecewise (a ragged tile order's); sympy's prints
+        # numpy.select(..., default=nan), which makes every result a float.
+        fn = sympy.lambdify([wg, local], exprs, modules=NUMPY, printer=NumpyIndexPrinter)
         W, L = np.meshgrid(np.arange(workgroups, dtype=np.int64), np.arange(per_wg, dtype=np.int64), indexing="ij")
         m, n, k, ok = (np.broadcast_to(np.asarray(a), W.shape) for a in fn(W, L))
         run = np.logical_and.accumulate(ok, axis=1)  # the loops stop at the first out-of-range iteration

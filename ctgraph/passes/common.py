@@ -1,5 +1,6 @@
 """Pieces the GEMM passes share: finding the dangling tile coordinates, flattening them, and
-distributing a linear iteration space over workgroups as two loops."""
+distributing a linear iteration space over workgroups as two loops. The tile order (``raster``) lives in
+:mod:`ctgraph.passes.raster`; ``raster_group`` and ``tile_order`` are re-exported here."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..counts import per_workgroup
 from ..dimensions import ForLoop, Linear, MacroTileNumber, Workgroup
 from ..edges import Flatten, Split, Tile
 from ..graph import CoordinateGraph
+from .raster import raster_group, tile_order
 
 __all__ = [
     "MAX_SK_BATCHES",
@@ -96,39 +98,6 @@ def flatten_tiles(g: CoordinateGraph, dims: list[int], name: str, param: str) ->
     flat = g.add_dimension(Linear(size, name=name, param=param))
     g.add_edge(Flatten(), inputs=dims, outputs=[flat])
     return flat
-
-
-def raster_group(tile_rows: int, raster: int) -> int:
-    """The group size :func:`tile_order` uses: the largest divisor of ``tile_rows`` not above ``raster``.
-
-    A group must divide the tile rows exactly -- a partial last group would put out-of-range tiles in the
-    middle of the walk, where the kernel's loops stop -- so 8 on 12 tile rows walks groups of 6.
-    """
-    return max(d for d in range(1, min(raster, tile_rows) + 1) if tile_rows % d == 0)
-
-
-def tile_order(g: CoordinateGraph, t: GemmTiles, raster: int) -> list[int]:
-    """The output tile coordinates, slowest first, in the order a schedule walks them.
-
-    ``raster == 1``: ``[m, n]``, row-major (seed 004): the tile after ``(m, n)`` is ``(m, n + 1)``.
-    ``raster = G > 1`` (Triton's ``GROUP_SIZE_M``, CUTLASS's raster swizzle) walks G tile rows at once,
-    down each column of the group before the next column::
-
-        Tile(m; R, r)          m = R*G + r        (|R| = Mt/G, |r| = G; G divides Mt, see raster_group)
-        returns [R, n, r]      Flatten(R, n, r) = (R*Nt + n)*G + r
-
-    A wave of g consecutive tiles then reads about G tile rows of A and g/G tile columns of B, instead
-    of g/Nt rows of A and, once g >= Nt, all of B: far fewer bytes for L2 to hold when B is large.
-    """
-    rows = int(g.size(t.m))
-    group = raster_group(rows, raster)
-    if group == 1:
-        return [t.m, t.n]
-    R = g.add_dimension(Linear(rows // group, name="raster groups", param="numRasterGroups"))
-    r = g.add_dimension(Linear(group, name="rows of a raster group"))
-    g.add_edge(Tile(), inputs=[t.m], outputs=[R, r])
-    g.attrs["raster"] = group
-    return [R, t.n, r]
 
 
 def distribute(g: CoordinateGraph, space: int, workgroups: int, section: str = "", param: str = "tilesPerWG") -> None:

@@ -19,8 +19,12 @@ PERSISTENT = [t for t in PIPELINES if t not in TAKES_SPLIT]
 
 
 def grouped(mt, nt, group):
-    """The reference walk: groups of ``group`` tile rows, each group column by column."""
-    return [(R * group + r, n) for R in range(mt // group) for n in range(nt) for r in range(group)]
+    """The reference walk (Triton's): groups of ``group`` tile rows, the last one ragged, each column by column."""
+    out = []
+    for first in range(0, mt, group):
+        rows = min(mt - first, group)  # Triton's group_size_m
+        out += [(first + r, n) for n in range(nt) for r in range(rows)]
+    return out
 
 
 def compile_cpu(shape, transform, raster, workgroups=1, tile=(16, 16, 8)):
@@ -30,14 +34,16 @@ def compile_cpu(shape, transform, raster, workgroups=1, tile=(16, 16, 8)):
 
 @pytest.mark.parametrize(
     ("rows", "raster", "want"),
-    [(16, 8, 8), (12, 8, 6), (7, 8, 7), (11, 8, 1), (3, 8, 3), (1, 4, 1), (9, 1, 1), (10, 4, 2)],
+    [(16, 8, 8), (12, 8, 8), (7, 8, 7), (11, 8, 8), (3, 8, 3), (1, 4, 1), (9, 1, 1), (10, 4, 4), (13, 2, 2)],
 )
-def test_group_is_the_largest_divisor_of_the_tile_rows(rows, raster, want):
+def test_group_is_the_raster_capped_at_the_tile_rows(rows, raster, want):
     assert raster_group(rows, raster) == want
 
 
 @pytest.mark.parametrize("transform", PERSISTENT)
-@pytest.mark.parametrize(("shape", "raster"), [((96, 80, 24), 3), ((130, 33, 17), 8), ((64, 64, 8), 4)])
+@pytest.mark.parametrize(
+    ("shape", "raster"), [((96, 80, 24), 3), ((130, 33, 17), 8), ((64, 64, 8), 4), ((176, 40, 16), 4)]
+)
 def test_one_workgroup_walks_the_grouped_order(shape, transform, raster):
     """With one workgroup the schedule is the whole walk: output tiles in grouped order, K innermost."""
     kern = compile_cpu(shape, transform, raster)
@@ -92,10 +98,10 @@ def test_graph_carries_the_group_as_a_tile_edge():
 
 @pytest.mark.parametrize("transform", PERSISTENT)
 def test_raster_one_is_the_seed_order(transform):
-    """raster=1 (and a group that degenerates to 1) adds nothing: the graph and source are the default's."""
-    default = compile_cpu((176, 64, 32), transform, None, 3)
-    for raster in (1, 8):  # 11 tile rows: prime, so 8 falls back to 1
-        kern = compile_cpu((176, 64, 32), transform, raster, 3)
+    """raster=1 (and a group capped to 1 by a single tile row) adds nothing: the graph and source are the default's."""
+    for shape, raster in (((176, 64, 32), 1), ((16, 64, 32), 8)):
+        default = compile_cpu(shape, transform, None, 3)
+        kern = compile_cpu(shape, transform, raster, 3)
         assert kern.raster == 1
         assert kern.source == default.source and kern.schedule() == default.schedule()
 
@@ -136,8 +142,10 @@ def test_every_persistent_schedule_gets_a_tile_order_where_the_operands_outgrow_
     )
 
 
-def test_raster_group_divides_the_tile_rows():
-    assert raster_group(16, 8) == 8 and raster_group(12, 8) == 6 and raster_group(13, 8) == 1
+def test_raster_group_keeps_the_group_asked_for():
+    """No divisor any more: 13 tile rows under 8 walk a group of 8 rows, then a ragged one of 5."""
+    assert raster_group(16, 8) == 8 and raster_group(12, 8) == 8 and raster_group(13, 8) == 8
+    assert raster_group(5, 8) == 5 and raster_group(1, 8) == 1
 
 
 def test_auto_keeps_a_given_raster_and_split_k_drops_it(monkeypatch):
