@@ -24,7 +24,7 @@ def dataparallel(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     """Attach the dangling tile coordinates of a GEMM graph to workgroups, data-parallel."""
     g = g.copy()
     t = gemm_tiles(g)
-    tiles = flatten_tiles(g, tile_order(g, t, opts.raster), "output tiles", "numTiles")
+    tiles = flatten_tiles(g, tile_order(g, t.m, t.n, opts.raster), "output tiles", "numTiles")
     distribute_rounds(g, tiles, t.k, opts.workgroups)
     g.attrs["whole_tiles"] = frozenset({""})
     return g

@@ -53,14 +53,9 @@ rows of A and, once g >= Nt, all of B: far fewer bytes for L2 to hold when B is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..dimensions import Linear
 from ..edges import Flatten, Join, Split, Sunder, Tile
 from ..graph import CoordinateGraph
-
-if TYPE_CHECKING:
-    from .common import GemmTiles
 
 __all__ = ["raster_group", "tile_order"]
 
@@ -75,12 +70,11 @@ def raster_group(tile_rows: int, raster: int) -> int:
     return max(1, min(raster, tile_rows))
 
 
-def tile_order(g: CoordinateGraph, t: GemmTiles, raster: int) -> list[int]:
+def tile_order(g: CoordinateGraph, m: int, n: int, raster: int) -> list[int]:
     """The output tile coordinates, slowest first, in the order a schedule walks them (module docstring).
 
-    ``t.m`` and ``t.n`` are the dangling tile numbers; sets ``g.attrs["raster"]`` to the group when it is above 1.
+    ``m`` and ``n`` are the dangling tile numbers; sets ``g.attrs["raster"]`` to the group when it is above 1.
     """
-    m, n = t.m, t.n
     rows = int(g.size(m))
     group = raster_group(rows, raster)
     if group == 1:

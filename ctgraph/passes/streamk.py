@@ -26,7 +26,7 @@ def flatten_mnk(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     :func:`~ctgraph.passes.common.tile_order`)."""
     g = g.copy()
     t = gemm_tiles(g)
-    flatten_tiles(g, [*tile_order(g, t, opts.raster), t.k], "global tiles", "totalTiles")
+    flatten_tiles(g, [*tile_order(g, t.m, t.n, opts.raster), t.k], "global tiles", "totalTiles")
     return g
 
 

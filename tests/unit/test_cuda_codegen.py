@@ -791,10 +791,12 @@ def test_seed_kernel_compiles():
 
 @needs_nvcc
 @pytest.mark.parametrize("mainloop", ["mma", "wgmma"])
-@pytest.mark.parametrize("transform", sweep(["dataparallel", "streamk2tile"], "streamk2tile"))
-def test_rastered_source_compiles(transform, mainloop):
-    kern = cuda_kernel(transform, shape=(4096, 2048, 1000), tile=(128, 128, 64), mainloop=mainloop, raster=8)
+@pytest.mark.parametrize("m", [4096, 1664])  # 32 tile rows (groups of 8) and 13 (a group of 8, then a ragged one of 5)
+@pytest.mark.parametrize("transform", sweep(["dataparallel", "streamk", "streamk2tile"], "streamk2tile"))
+def test_rastered_source_compiles(transform, m, mainloop):
+    kern = cuda_kernel(transform, shape=(m, 2048, 1000), tile=(128, 128, 64), mainloop=mainloop, raster=8)
     assert kern.raster == 8 and "numRasterGroups" in kern.source
+    assert ("numRasterLastRows" in kern.source) == (m == 1664)
     assert check_cubin(kern.source, "sm_90a")[:4] == b"\x7fELF"
 
 
