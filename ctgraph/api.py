@@ -175,7 +175,7 @@ def compile(
     a cluster), :data:`CPU_WORKGROUPS` on "cpu";
     "auto": the grid the ranker predicts fastest for this transform and tile. ``raster``: the order of the output
     tiles (not for split-K): 1 (default) row-major as seed 004; G > 1 walks G tile rows at once, column by column,
-    for L2 reuse (Triton's ``GROUP_SIZE_M``); G is lowered to the largest divisor of the tile rows not above it.
+    for L2 reuse (Triton's ``GROUP_SIZE_M``), capped at the tile rows; the last group is ragged (``Mt % G`` rows).
     With ``transform="auto"`` the selection picks it unless given.
     A grid above 2**31 - 1, or one above 65,536 that leaves workgroups without an iteration, is a
     ``ValueError`` (:mod:`ctgraph.checks`); on "cpu" split-K's default budget is ``max(8, tiles * split)``, so

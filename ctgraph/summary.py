@@ -25,7 +25,8 @@ def summarize(kern: Kernel) -> str:
         f"GEMM {p.m} x {p.n} x {p.k}  dtype={p.dtype}  macro tile {'x'.join(map(str, p.macro_tile))}",
         f"tiles: {mt} x {nt} = {mt * nt} output tiles, {kt} k-iterations each, {mt * nt * kt} iterations in all",
         "tile order: "
-        + (f"groups of {kern.raster} tile rows, column by column" if kern.raster > 1 else "row-major (seed 004)"),
+        + (f"groups of {kern.raster} tile rows, column by column" if kern.raster > 1 else "row-major (seed 004)")
+        + (f", the last group {mt % kern.raster} rows" if kern.raster > 1 and mt % kern.raster else ""),
         f"transform: {kern.transform} over {kern.workgroups} workgroups (target {kern.target})"
         + (f"; chosen by auto: {kern.selection}" if kern.selection else ""),
         f"iterations per workgroup: min {min(per_wg)}, max {max(per_wg)}, mean {sum(per_wg) / len(per_wg):.1f}",

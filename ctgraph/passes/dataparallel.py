@@ -1,7 +1,8 @@
 """Data-parallel: whole output tiles over persistent workgroups, K looped inside.
 
     Flatten(m, n; L)                        L = m*|n| + n            (output tiles, |L| = T)
-                                            (with raster G: Flatten(R, n, r), see tile_order)
+                                            (with raster G: Flatten(R, n, r), or Flatten(O) where
+                                            the last group is ragged; ctgraph.passes.raster)
     Tile(L; I, Workgroup)                   L = i*g + wg             (tile = wg + i*g, persistent)
     Flatten(I, K tiles; Local)              local = i*Kt + k
     Split(Local; ForLoop(Tile), ForLoop(K)) strides (1, 1)

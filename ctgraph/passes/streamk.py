@@ -9,8 +9,8 @@ Reading it back (the reverse walk) gives seed 004's formulas::
     tile = tilesPerWG*wg + forTile + forK
     m = (tile // Kt) // Nt,   n = (tile // Kt) % Nt,   k = tile % Kt
 
-With ``PassOptions.raster = G`` the output tiles are ``Flatten(R, n, r)`` instead of ``(m, n)``
-(:func:`~ctgraph.passes.common.tile_order`); K stays innermost.
+With ``PassOptions.raster = G`` the output tiles are ``(R, n, r)`` instead of ``(m, n)``, or the walk's
+position ``O`` where the last group is ragged (:mod:`ctgraph.passes.raster`); K stays innermost.
 """
 
 from __future__ import annotations

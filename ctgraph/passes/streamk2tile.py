@@ -49,8 +49,8 @@ def streamk2tile(g: CoordinateGraph, opts: PassOptions) -> CoordinateGraph:
     """Distribute each Sunder partition over the workgroups: SK in even ranges, DP in whole tiles.
 
     The DP part is seed 004's contiguous ranges (``tile = N_SK + perWG*wg + forTile + forK``), or, where
-    the tiles are in a raster order (``opts.raster`` above 1 and a group that divides the tile rows:
-    ``g.attrs["raster"] > 1``), whole tiles in rounds as the data-parallel transform hands them out::
+    the tiles are in a raster order (a group of more than one tile row, ragged or not: ``g.attrs["raster"] > 1``),
+    whole tiles in rounds as the data-parallel transform hands them out::
 
         Tile(DP; DP output tiles, K tiles)     DP = tile*Kt + k
         then distribute_rounds                 tile = round*g + wg

@@ -23,8 +23,8 @@ Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups 
 ``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``; where ``T < R``, Stream-K
 on ``R`` and on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where
 ``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
-groups of :data:`RASTER` tile rows (the largest divisor of the tile rows not above it: a prime count of tile rows
-gets no group, see ``docs/benchmarks.md``).
+groups of :data:`RASTER` tile rows (capped at the tile rows; the last group ragged where 8 does not divide them, so
+a prime count of tile rows gets groups too: :mod:`ctgraph.passes.raster`).
 """
 
 from __future__ import annotations
