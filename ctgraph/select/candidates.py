@@ -23,8 +23,8 @@ Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups 
 ``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``; where ``T < R``, Stream-K
 on ``R`` and on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where
 ``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
-groups of :data:`RASTER` tile rows (capped at the tile rows; the last group ragged where 8 does not divide them, so
-a prime count of tile rows gets groups too: :mod:`ctgraph.passes.raster`).
+groups of :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`: the
+ragged groups of :mod:`ctgraph.passes.raster` ran slower where they would be chosen).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import functools
 from collections.abc import Callable, Iterable
 
 from ..counts import k_iterations, padding, split_chunks, split_sk_dp, splitk_workgroups, step_grids, tile_counts
-from ..passes.common import raster_group
 from .config import Config, Layout, cluster_grid
 from .target import Target
 
@@ -43,6 +42,7 @@ __all__ = [
     "RASTER",
     "candidates",
     "empty_cta",
+    "order_group",
     "schedules",
     "tiles_for",
     "wave_layouts",
@@ -138,6 +138,18 @@ def tiles_for(
     return sorted((t, lay) for t, lay in ok if padding(m, n, t) <= bound)
 
 
+def order_group(tm: int) -> int:
+    """The tile order's group the candidates offer for ``tm`` tile rows: the largest divisor of ``tm`` not above
+    :data:`RASTER` (a whole number of groups; a prime ``tm`` above it walks row-major).
+
+    Ragged groups (:mod:`ctgraph.passes.raster`) are not offered: their walk costs the kernel more index math (a
+    selector and two partial orders), and on an H100 they ran the 13 train and validation shapes where they would
+    replace a whole group or row-major at 0.80x cuBLAS against 0.83x (from 0.54x to 0.77x on 1587x8192x28672, from
+    0.85x to 0.63x on 2058x6144x4096; ``docs/selection.md``). A caller may still ask for them (``raster=8``).
+    """
+    return max(d for d in range(1, min(RASTER, tm) + 1) if tm % d == 0)
+
+
 def schedules(
     m: int, n: int, k: int, dtype: str, tile: tuple[int, int, int], layout: Layout, target: Target
 ) -> list[Config]:
@@ -147,7 +159,7 @@ def schedules(
     resident = target.resident(layout.cluster)
     itemsize = 2 if dtype == "float16" else 4
     big = (m + n) * k * itemsize > target.l2_bytes
-    group = raster_group(tm, RASTER) if big else 1
+    group = order_group(tm) if big else 1
     orders = (group, 1) if group > 1 else (1,)  # grouped first: a tie keeps the order that reuses the L2
     out: list[Config] = []
 

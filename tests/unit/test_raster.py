@@ -12,7 +12,7 @@ from ctgraph.edges import Tile
 from ctgraph.passes import PIPELINES, TAKES_SPLIT, split_sk_dp
 from ctgraph.passes.common import raster_group
 from ctgraph.select import H100_SXM, Config, Layout, Selection
-from ctgraph.select.candidates import RASTER, schedules
+from ctgraph.select.candidates import RASTER, order_group, schedules
 from ctgraph.summary import summarize
 
 PERSISTENT = [t for t in PIPELINES if t not in TAKES_SPLIT]
@@ -146,6 +146,15 @@ def test_raster_group_keeps_the_group_asked_for():
     """No divisor any more: 13 tile rows under 8 walk a group of 8 rows, then a ragged one of 5."""
     assert raster_group(16, 8) == 8 and raster_group(12, 8) == 8 and raster_group(13, 8) == 8
     assert raster_group(5, 8) == 5 and raster_group(1, 8) == 1
+
+
+@pytest.mark.parametrize(("rows", "want"), [(64, 8), (12, 6), (9, 3), (22, 2), (5, 5), (1, 1), (11, 1), (13, 1)])
+def test_candidates_offer_whole_groups_only(rows, want):
+    """Selection offers the largest divisor of the tile rows up to RASTER (ragged groups ran slower where they would
+    be chosen, docs/selection.md); a prime count above RASTER walks row-major."""
+    assert order_group(rows) == want
+    tiles = schedules(128 * rows, 28672, 4096, "float16", (128, 256, 64), Layout(1, "b", False), H100_SXM)
+    assert {c.raster for c in tiles if c.transform == "dataparallel"} == ({1, want} if want > 1 else {1})
 
 
 def test_auto_keeps_a_given_raster_and_split_k_drops_it(monkeypatch):
