@@ -16,12 +16,18 @@ each CTA ``BM/cm x BN/cn``; one K iteration of ``BK`` costs a CTA, with ``a`` CT
                                                                       own loads and its multicast share), SM_rate
                                                                       100 GB/s: an SM's own path from the L2 (no
                                                                       u: the bytes that land are the same)
-    t_it  = max(math / e, L2, HBM, SM)                               e: the tensor pipes' efficiency, 0.8
+    ring  = RING_LATENCY / S                                          S: the ring's stages (shared memory over a
+                                                                      stage's bytes, at most 8): a stage is loaded
+                                                                      again only a round trip after its last load
+    t_it  = max(math / e, L2, HBM, SM, ring)                         e: the tensor pipes' efficiency, 0.8
 
 The L2 term prices the whole device's traffic and falls with fewer CTAs; SM bounds what each CTA can pull however
 few run, which prices thin CTAs (swapped tiles of a small m, 64-column CTAs) and grids that leave SMs idle (H200
 sample: analytic validation regret 1.104 -> 1.049, the fitted ranker's 1.039 -> 1.029; SM_rate and leaving u out
-were chosen by the fitted ranker's train regret, 1.054 -> 1.032).
+were chosen by the fitted ranker's train regret, 1.054 -> 1.032). The ring term prices CTAs whose ring of small
+stages cannot keep enough bytes in flight (thin outputs on few CTAs, against split-K on every SM): RING_LATENCY 2 us,
+chosen the same way, took the refit's train / validation regret from 1.039 / 1.038 to 1.035 / 1.029 (400-shape H200
+sample).
 
 A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` workgroups a fixup of
 ``FIXUP_LEVEL + (BM/cm)(BN/cn) 4 / FIXUP_RATE`` per level of a radix-4 tree, and a Stream-K section out of step
@@ -63,6 +69,14 @@ LAUNCH = 2.5e-6  # seconds per kernel launch (graph replay)
 FIXUP_LEVEL = 2.0e-6
 FIXUP_RATE = 20e9  # bytes/s one CTA moves a partial tile through a fixup level
 FIXUP_RADIX = 4
+# a ring stage is loaded again only a round trip after its last load (the load's latency under a loaded HBM and the
+# consumers' release): with ``S`` stages a K iteration takes at least RING_LATENCY / S (sm90; chosen by the train
+# sample's regret, like SM_RATE). The stage count mirrors the wgmma kernel's plan (lowering/cuda/plan/hopper.py).
+RING_LATENCY = 2.0e-6
+MAX_STAGES = 8
+A_STAGE_MIN = 8192  # bytes an A region of a stage takes at least
+D_STAGING = 2 * 64 * 64 * 2  # bytes of staged D boxes per consumer warpgroup (two 64 x 64 boxes of halves)
+STAGES_RESERVE = 1024 + 1024 + 16 * MAX_STAGES + 8  # the SM's reserve, alignment slack, barriers
 SM_RATE = 100e9  # bytes/s one SM's shared memory takes in from the L2 (sm90; chosen by the train sample's regret)
 
 FEATURES = (
@@ -123,7 +137,25 @@ def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, ac
         else:  # out of step and too many rows for the L2: each workgroup streams its own
             hbm = active * (bm + bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
     ingress = (cta_m + cta_n) * bk * s / SM_RATE  # one SM's own intake, however few SMs load
-    return max(math_t, l2, hbm, ingress)
+    return max(math_t, l2, hbm, ingress, RING_LATENCY / _stages(c, dtype, target))
+
+
+def _stages(c: Config, dtype: str, target: Target) -> int:
+    """The ring's stages a CTA of ``c`` holds, as the wgmma kernel's plan counts them: the shared memory a CTA may
+    opt into (the SM's less 1 KiB) less alignment slack, barriers and the staged D boxes of its math warpgroups (one
+    per 64 rows, swapped per 64 columns; CTAs of 256 x 144 or 160 have two, of two blocks each), over a stage's bytes
+    (A's rows in 1 KiB steps and at least :data:`A_STAGE_MIN` bytes, B's columns in whole 64-column chunks), at most
+    :data:`MAX_STAGES`."""
+    bm, bn, bk = c.tile
+    cm, cn = c.layout.grid
+    s = _itemsize(dtype)
+    rows, cols = bm // cm, bn // cn
+    stride = max(-(-rows * bk * s // 1024) * 1024, A_STAGE_MIN) + -(-cols // 64) * 64 * bk * s
+    warpgroups = -(-(cols if c.layout.swap else rows) // 64)
+    if not c.layout.swap and rows == 256 and cols > 128:  # two 64-row blocks a warpgroup (the plan's row_blocks)
+        warpgroups = 2
+    staging = warpgroups * D_STAGING
+    return int(max(2, min(MAX_STAGES, (target.smem_per_sm - STAGES_RESERVE - staging) // stride)))
 
 
 def _fixup(c: Config, peers: int) -> float:

@@ -135,6 +135,19 @@ def test_ranked_order_is_by_prediction():
     assert times == sorted(times) and all(t > 0 and math.isfinite(t) for t in times)
 
 
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(m=dims, n=aligned, k=aligned)
+def test_the_models_ring_has_the_kernels_stages(m, n, k):
+    """The ring term's stage count (model._stages) is the one the wgmma kernel's plan builds, for every candidate."""
+    from ctgraph.select.model import _stages
+    from lowering.cuda.options import CudaOptions
+    from lowering.cuda.plan.hopper import hopper_layout
+
+    for c in candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports):
+        plan = hopper_layout(c.tile, "float16", CudaOptions(mainloop="wgmma", **c.layout.options()))
+        assert _stages(c, "float16", H100_SXM) == plan["STAGES"], c.name
+
+
 def test_analytic_model_prices_waves_and_l2_reuse():
     one = Config((128, 256, 64), Layout(), "dataparallel", 132)
     # 132 tiles: one wave; 133 tiles: a second wave of one tile costs a whole tile's K loop
