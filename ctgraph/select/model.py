@@ -27,7 +27,8 @@ sample: analytic validation regret 1.104 -> 1.049, the fitted ranker's 1.039 -> 
 were chosen by the fitted ranker's train regret, 1.054 -> 1.032). The ring term prices CTAs whose ring of small
 stages cannot keep enough bytes in flight (thin outputs on few CTAs, against split-K on every SM): RING_LATENCY 2 us,
 chosen the same way, took the refit's train / validation regret from 1.039 / 1.038 to 1.035 / 1.029 (400-shape H200
-sample).
+sample). On fresh shapes it helped large ones and hurt thin outputs and small m, about even overall; the held-out
+sets show no gain (docs/selection.md).
 
 A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` workgroups a fixup of
 ``FIXUP_LEVEL + (BM/cm)(BN/cn) 4 / FIXUP_RATE`` per level of a radix-4 tree, and a Stream-K section out of step
