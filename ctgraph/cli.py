@@ -289,9 +289,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 0 if current else 1
     if not (args.train and args.validation):
         raise ValueError("fit: give a train and a validation table (from python -m ctgraph tune), or --check FAMILY")
-    train = Table.from_json(Path(args.train).read_text())
-    validation = Table.from_json(Path(args.validation).read_text())
-    f = fit(train, validation, known_target(train.device))
+    read = [(args.train, args.validation), *(args.also or [])]
+    train = [Table.from_json(Path(t).read_text()) for t, _ in read]
+    validation = [Table.from_json(Path(v).read_text()) for _, v in read]
+    f = fit(train, validation, known_target(train[0].device))
     print(
         f"lambda {f.lam}: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
         f"(analytic alone {f.validation_regret_analytic:.4f}), {f.rows} rows"
@@ -423,6 +424,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("train", nargs="?")
     p.add_argument("validation", nargs="?")
     p.add_argument("--out", default="ranker.json")
+    p.add_argument(
+        "--also",
+        nargs=2,
+        action="append",
+        metavar=("TRAIN", "VALIDATION"),
+        help="the tables of another device of the same family, fitted together (repeatable)",
+    )
     p.add_argument("--check", metavar="FAMILY", help="only say whether FAMILY's correction (e.g. sm90) is current")
     p.set_defaults(func=cmd_fit)
     p = sub.add_parser("calibrate", help="a short tune and fit for this GPU's family (needs torch and a GPU)")

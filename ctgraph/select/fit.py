@@ -15,12 +15,17 @@ the largest whose mean log regret is within one standard error of the least (the
 cross-validation): the most regularised fit that ranks as well as the best within noise. The fit is stored with
 :func:`kernel_hash` of the kernels it timed, so a change to the kernels' sources says that the fit is stale
 (:func:`is_current`).
+
+Several devices of one family (an H100 and an H200) fit one correction together (:func:`pooled`): each table's rows
+get the analytic seconds and features of its own device, and its shapes are keyed by device, so the fixed effect and
+the regret stay per device and shape.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,9 +33,9 @@ import numpy as np
 from .cache import Table
 from .config import Config, Layout
 from .model import FEATURES, Correction, analytic, features
-from .target import Target
+from .target import Target, known_target
 
-__all__ = ["LAMBDAS", "REFERENCE_CONFIGS", "Fit", "fit", "is_current", "kernel_hash", "regret", "samples"]
+__all__ = ["LAMBDAS", "REFERENCE_CONFIGS", "Fit", "fit", "is_current", "kernel_hash", "pooled", "regret", "samples"]
 
 LAMBDAS = (0.0, 0.1, 1.0, 10.0, 100.0)
 # the kernels whose sources key a fit: one per transform and layout family (the generator changes them all alike)
@@ -130,13 +135,46 @@ class Fit:
     rows: int
 
 
+def _devices(tables: Table | Sequence[Table], target: Target) -> list[str]:
+    """The devices ``tables`` were timed on (``target``'s name for one table, as :func:`pooled` reads it)."""
+    if isinstance(tables, Table) or len(tables) == 1:
+        return [target.name]
+    return list(dict.fromkeys(t.device for t in tables))
+
+
 def _geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
 
 
-def fit(train: Table, validation: Table, target: Target, kernels: str | None = None) -> Fit:
-    """The correction of ``target``'s family: ridge on ``train``, its lambda chosen on ``validation`` (module)."""
-    rows_t, rows_v = samples(train, target), samples(validation, target)
+def pooled(tables: Table | Sequence[Table], target: Target) -> list[tuple[str, Config, list[float], float, float]]:
+    """The :func:`samples` of one table on ``target``, or of several tables of ``target``'s family, each on the known
+    target of its own device (:func:`~ctgraph.select.target.known_target`: its SMs, L2 and bandwidth), its shapes
+    keyed by device as well, so that a shape timed on two devices is two shapes to rank."""
+    if isinstance(tables, Table):
+        return samples(tables, target)
+    if len(tables) == 1:
+        return samples(tables[0], target)
+    out: list[tuple[str, Config, list[float], float, float]] = []
+    for table in tables:
+        own = target if table.device == target.name else known_target(table.device)
+        if own.family != target.family:
+            raise ValueError(
+                f"fit: the table of {table.device!r} is of family {own.family!r}, not {target.family!r}: a correction "
+                "is fitted per family"
+            )
+        out += [(f"{table.device}:{key}", c, phi, base, secs) for key, c, phi, base, secs in samples(table, own)]
+    return out
+
+
+def fit(
+    train: Table | Sequence[Table],
+    validation: Table | Sequence[Table],
+    target: Target,
+    kernels: str | None = None,
+) -> Fit:
+    """The correction of ``target``'s family: ridge on ``train``, its lambda chosen on ``validation`` (module); each
+    may be several tables, of devices of that family (:func:`pooled`)."""
+    rows_t, rows_v = pooled(train, target), pooled(validation, target)
     if not rows_t or not rows_v:
         raise ValueError("fit needs timed configs in both the train and the validation table")
     zero = np.zeros(len(FEATURES))
@@ -154,7 +192,7 @@ def fit(train: Table, validation: Table, target: Target, kernels: str | None = N
         ("lambda", str(lam)),
         ("train_rows", str(len(rows_t))),
         ("validation_rows", str(len(rows_v))),
-        ("device", target.name),
+        ("device", ", ".join(dict.fromkeys(_devices(train, target) + _devices(validation, target)))),
     )
     correction = Correction(
         target.family,

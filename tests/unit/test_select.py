@@ -217,6 +217,54 @@ def test_fit_recovers_a_known_correction_and_reduces_regret():
     assert f.correction.kernels == "test"
 
 
+def _timed(target: Target, shapes: list[tuple[int, int, int]], true: np.ndarray) -> entries.Table:
+    """A tune table of ``target`` whose timings are the analytic model times the correction ``true``."""
+    rows = {}
+    for m, n, k in shapes:
+        pool = candidates(m, n, k, "float16", target, "wgmma", CUDA.supports)[:8]
+        rows[m, n, k] = {
+            c: analytic(c, m, n, k, "float16", target)
+            * math.exp(
+                float(np.dot(true, features(c, m, n, k, "float16", target, analytic(c, m, n, k, "float16", target))))
+            )
+            for c in pool
+        }
+    return _table(target.name, rows)
+
+
+def test_fit_pools_the_devices_of_a_family(monkeypatch, tmp_path, capsys):
+    """An H100's and an H200's tables fit one correction: the same shape on two devices is two shapes (each its own
+    analytic model and fixed effect), the fit of a correction both share ranks both exactly, and a table of another
+    family is refused by name; ``fit --also`` reads them."""
+    from ctgraph.cli import main
+    from ctgraph.select import target as targets
+    from ctgraph.select.fit import pooled
+
+    true = np.zeros(len(FEATURES))
+    true[FEATURES.index("swap")], true[FEATURES.index("padding")] = 0.4, 1.0
+    train_shapes = [(200, 3000, 2048), (1504, 904, 2048), (96, 4096, 4096), (3000, 176, 1024), (640, 640, 8192)]
+    tables = [_timed(t, train_shapes, true) for t in (H100_SXM, H200)]
+    rows = pooled(tables, H100_SXM)
+    assert len(rows) == len(samples(tables[0], H100_SXM)) + len(samples(tables[1], H200))
+    assert len({r[0] for r in rows}) == 2 * len(train_shapes)  # a shape per device
+    f = fit(tables, tables, H100_SXM, kernels="test")
+    assert f.validation_regret == pytest.approx(1.0, abs=1e-6)
+    assert dict(f.correction.meta)["device"] == f"{H100_SXM.name}, {H200.name}"
+
+    monkeypatch.setitem(targets.KNOWN, "Other GPU", H100_SXM.with_(name="Other GPU", family="sm80"))
+    with pytest.raises(ValueError, match="'Other GPU' is of family 'sm80', not 'sm90'"):
+        fit([tables[0], _table("Other GPU", {})], tables, H100_SXM, kernels="test")
+
+    paths = []
+    for i, t in enumerate(tables):
+        paths.append(tmp_path / f"t{i}.json")
+        paths[-1].write_text(t.to_json())
+    out = tmp_path / "ranker.json"
+    args = ["fit", str(paths[0]), str(paths[0]), "--also", str(paths[1]), str(paths[1]), "--out", str(out)]
+    assert main(args) == 0 and out.is_file()
+    assert f"{len(rows)} rows" in capsys.readouterr().out
+
+
 def test_regret_is_one_when_the_first_ranked_is_the_fastest():
     rows = samples(
         _table(
