@@ -325,8 +325,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
-    from .heldout import run, stability, summary
+    from .heldout import by_kind, read, run, stability, summary
 
+    if args.summarize:  # a CSV an earlier run wrote: no GPU
+        if not Path(args.shapes).is_file():
+            raise ValueError(f"heldout --summarize: {args.shapes!r} is not a file; give a CSV that heldout --out wrote")
+        rows = read(Path(args.shapes))
+        print(summary(rows))
+        print(by_kind(rows))
+        return 0
     shapes = _shapes(args.shapes, args.limit)
     if args.stability:
         for d in (8, 64):
@@ -335,6 +342,7 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     _require_gpu_stack("python -m ctgraph heldout")
     rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
     print(summary(rows))
+    print(by_kind(rows))
     return 0
 
 
@@ -445,6 +453,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--autotune", action="store_true", help="time the ranker's top candidates on first call")
     p.add_argument("--regret", type=int, default=0, metavar="N", help="also time the ranker's first N candidates")
     p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")
+    p.add_argument(
+        "--summarize", action="store_true", help="SHAPES is a CSV an earlier run wrote: print its summary (no GPU)"
+    )
     p.set_defaults(func=cmd_heldout)
     p = sub.add_parser("overhead", help="host time per Python call against torch.matmul (needs torch and a GPU)")
     p.set_defaults(func=cmd_overhead)

@@ -7,10 +7,12 @@ times each (:mod:`ctgraph.measure`): **kernel** (CUDA-graph replay) and **call**
 Python calls). The ratio is taken per round (``cublas_r / ours_r``) and its median kept per shape.
 
 The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, the shapes below 0.9x and 0.8x, the
-worst, the call-time geomean; with ``--regret N``, the ranker's first ``N`` candidates are timed too and the
-regret (chosen / fastest of them) reported; the selection's stability under +8 and +64 on every dimension (the share
-of shapes whose tile, layout and transform stay the same) needs no GPU. Shapes are spread over the visible GPUs,
-one spawned worker each; every shape's two kernels run on one GPU, so each ratio is taken on one device.
+worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
+the ranker's first ``N`` candidates are timed too and the regret (chosen / fastest of them) reported; the
+selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and transform stay
+the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote. Shapes are spread over the
+visible GPUs, one spawned worker each; every shape's two kernels run on one GPU, so each ratio is taken on one
+device.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run", "stability", "summary"]
+__all__ = ["KINDS", "by_kind", "kind", "run", "stability", "summary"]
 
 Shape = tuple[int, int, int]
 
@@ -176,6 +178,28 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "regret": _geomean([r["regret"] for r in rows if math.isfinite(r.get("regret", math.nan))]),
         "failed": sum(not math.isfinite(x) for x in kr) + sum(str(r.get("close")) == "False" for r in rows),
     }
+
+
+KINDS = ("skinny", "small", "large")
+
+
+def kind(m: int, n: int, k: int) -> str:
+    """A shape's kind, as docs/selection.md splits the sample: ``skinny`` (``min(m, n) <= 128``: thin outputs and small
+    batches), else ``small`` (``m n k < 2^30``: a few microseconds of work), else ``large``."""
+    if min(m, n) <= 128:
+        return "skinny"
+    return "small" if m * n * k < 2**30 else "large"
+
+
+def by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """:func:`summary`'s shapes, geomean and p10 per :func:`kind` (the kinds with no shape left out)."""
+    out = {}
+    for name in KINDS:
+        mine = [r for r in rows if kind(int(r["m"]), int(r["n"]), int(r["k"])) == name]
+        if mine:
+            kr = [r["kernel_ratio"] for r in mine]
+            out[name] = {"shapes": len(mine), "geomean": _geomean(kr), "p10": _quantile(kr, 0.1)}
+    return out
 
 
 def stability(shapes: list[Shape], delta: int) -> float:

@@ -1,0 +1,62 @@
+"""The held-out protocol's summaries, without a GPU: kinds of shape, the per-set and per-kind figures, and
+``heldout --summarize`` on a CSV an earlier run wrote."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from ctgraph.cli import main
+from ctgraph.heldout import KINDS, by_kind, kind, read, summary
+
+
+@pytest.mark.parametrize(
+    ("shape", "want"),
+    [
+        ((3768, 24, 1272), "skinny"),
+        ((16, 4096, 4096), "skinny"),
+        ((128, 8192, 8192), "skinny"),
+        ((129, 129, 1024), "small"),
+        ((1024, 1024, 1023), "small"),
+        ((1024, 1024, 1024), "large"),
+        ((8192, 8192, 8192), "large"),
+    ],
+)
+def test_kinds_split_as_the_selection_docs_do(shape, want):
+    assert kind(*shape) == want in KINDS
+
+
+def _rows(ratios: dict[tuple[int, int, int], float]) -> list[dict]:
+    return [
+        {"m": m, "n": n, "k": k, "kernel_ratio": r, "call_ratio": r, "regret": math.nan, "close": "True"}
+        for (m, n, k), r in ratios.items()
+    ]
+
+
+def test_summary_and_kinds_of_a_set():
+    rows = _rows({(3768, 24, 1272): 0.5, (1000, 24, 64): 0.8, (512, 512, 512): 1.0, (4096, 4096, 4096): 1.25})
+    s = summary(rows)
+    assert s["shapes"] == 4 and s["geomean"] == pytest.approx((0.5 * 0.8 * 1.0 * 1.25) ** 0.25)
+    assert (s["below_0.9"], s["below_0.8"], s["worst"], s["failed"]) == (2, 1, 0.5, 0)
+    kinds = by_kind(rows)
+    assert list(kinds) == ["skinny", "small", "large"]
+    assert kinds["skinny"]["shapes"] == 2 and kinds["skinny"]["geomean"] == pytest.approx(math.sqrt(0.4))
+    assert kinds["large"] == {"shapes": 1, "geomean": 1.25, "p10": 1.25}
+    assert "small" not in by_kind(rows[:1] + rows[3:])  # a kind with no shape is left out
+
+
+def test_summarize_reads_a_runs_csv(tmp_path, capsys):
+    path = tmp_path / "run.csv"
+    rows = _rows({(3768, 24, 1272): 0.5, (4096, 4096, 4096): 1.25})
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert summary(read(path))["shapes"] == 2
+    assert main(["heldout", str(path), "--summarize"]) == 0
+    out = capsys.readouterr().out
+    assert "'shapes': 2" in out and "'skinny'" in out and "'large'" in out
+    assert main(["heldout", "test", "--summarize"]) == 2
+    assert "not a file" in capsys.readouterr().err
