@@ -206,5 +206,3 @@ def _register(torch: Any) -> None:
         a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float, out: torch.Tensor
     ) -> None:
         return None
-
-    _REGISTERED = True

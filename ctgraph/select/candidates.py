@@ -144,7 +144,7 @@ def order_group(tm: int) -> int:
 
     Ragged groups (:mod:`ctgraph.passes.raster`) are not offered: their walk costs the kernel more index math (a
     selector and two partial orders), and on an H100 they ran the 13 train and validation shapes where they would
-    replace a whole group or row-major at 0.80x cuBLAS against 0.83x (from 0.54x to 0.77x on 1587x8192x28672, from
+    replace a whole group or row-major at 0.80x cuBLAS against 0.83x (from 0.55x to 0.75x on 1587x8192x28672, from
     0.85x to 0.63x on 2058x6144x4096; ``docs/selection.md``). A caller may still ask for them (``raster=8``).
     """
     return max(d for d in range(1, min(RASTER, tm) + 1) if tm % d == 0)
