@@ -285,6 +285,12 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void griddep_wait() {
     asm volatile("griddepcontrol.wait;\\n" ::: "memory");
 }""",
+    # and lets the next kernel in the stream launch once every CTA of this one has said so or exited (the first
+    # thread of a CTA to say so speaks for it; a no-op where the next kernel was not launched with the attribute)
+    "griddep_launch": """
+__device__ __forceinline__ void griddep_launch() {
+    asm volatile("griddepcontrol.launch_dependents;\\n" ::: "memory");
+}""",
     # give registers back (producer) or take them (consumers): warpgroup-wide
     "setmaxnreg_dec": """
 template <int N> __device__ __forceinline__ void setmaxnreg_dec() {

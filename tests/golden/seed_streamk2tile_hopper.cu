@@ -168,6 +168,9 @@ __device__ __forceinline__ void wgmma_n64(float* d, unsigned long long da, unsig
 __device__ __forceinline__ void griddep_wait() {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
 }
+__device__ __forceinline__ void griddep_launch() {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
 template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N));
 }
@@ -379,6 +382,7 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 }
             }
         }
+        griddep_launch();  // every load issued: the next kernel may launch and set up
         mbar_arrive(done_);  // finished
     }
     else {

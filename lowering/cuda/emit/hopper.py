@@ -149,6 +149,7 @@ class HopperEmitter(Emitter):
         w("if (threadIdx.x != 0) exit_thread();  // the producer is thread 0 alone")
         w("Ring ring_;  // ring position: the producer's and consumers' iterations match one for one")
         self._role_body("producer")
+        self._launch_dependents()
         if clustered:
             self._producer_tail()
         w("mbar_arrive(done_);  // finished")
@@ -246,13 +247,20 @@ class HopperEmitter(Emitter):
     def _dependent_launch(self) -> None:
         """Programmatic dependent launch (``CudaOptions.pdl``): wait for the previous kernel in the stream to finish.
         Everything above touches no global memory (the tensor maps are parameters)."""
-        # NOTE: no griddepcontrol.launch_dependents: the next kernel launches once this one's CTAs have exited.
-        # Triggered at the start, its CTAs took the SMs this grid left idle and waited there, and kernels with idle
-        # SMs and long K ran 0.81-0.94x (1416x280x1136, 240x1488x2312, 256x256x65536), where waiting alone runs
-        # 1.01-1.03x; tiny kernels gained 1.2x with the trigger and 1.1x without
-        # (H100; git show 688fa90:docs/bench/pdl-probes.txt).
+        # NOTE: the trigger (:meth:`_launch_dependents`) comes once the producer has issued its last load.
         self.templates.add("griddep_wait")
         self.w("griddep_wait();  // the previous kernel has finished and its writes are visible")
+
+    def _launch_dependents(self) -> None:
+        """The producer has issued its last load: the next kernel may launch (PDL). Its CTAs take the SMs this grid
+        leaves idle, or each SM as this grid's CTA there exits, and set up their barriers while this grid's last K
+        iterations and epilogues run; they touch global memory only after :meth:`_dependent_launch`'s wait, so
+        where the trigger stands changes speed, never results."""
+        # NOTE: a trigger at the kernel's start let the next grid's CTAs sit on idle SMs for the whole kernel, and
+        # kernels with idle SMs and long K ran 0.81-0.94x (git show 688fa90:docs/bench/pdl-probes.txt): here the
+        # wait is at most the ring's depth of K iterations and an epilogue.
+        self.templates.add("griddep_launch")
+        self.w("griddep_launch();  // every load issued: the next kernel may launch and set up")
 
     def _warp_coords(self) -> None:
         """Consumer thread ``tid_``'s lane and warp in the cluster's warp grid: what its accumulators' rows and
