@@ -259,6 +259,23 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     const int f_ = hi_ - 1;
                     if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
                 }
+                if (lo_ < hi_) {
+                    const int g_ = min(hi_ - 1, min(min(min(min(-forTile_sk + numSKTilesPerWG, -forTile_sk - numSKTilesPerWG*wg + numTilesSK), -forTile_sk - numSKTilesPerWG*wg + totalTiles), numTilesK - (((forTile_sk + numSKTilesPerWG*wg) % numTilesK))), numTilesK*numTilesN - ((((forTile_sk + numSKTilesPerWG*wg) % numTilesK) + numTilesK*(((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN)))));
+                    if (g_ >= 0) {
+                        bool before_ = true;  // the condition holds at g_ - 1
+                        if (g_ > 0) {
+                            const int f_ = g_ - 1;
+                            before_ = (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM;
+                        }
+                        if (before_) {
+                            const int f_ = g_;
+                            if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = g_ + 1; else lo_ = hi_ = g_;
+                        }
+                        else {
+                            hi_ = g_ - 1;
+                        }
+                    }
+                }
                 while (lo_ < hi_) {
                     const int f_ = (lo_ + hi_) >> 1;
                     if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
@@ -362,6 +379,23 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                     const int f_ = hi_ - 1;
                     if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
                 }
+                if (lo_ < hi_) {
+                    const int g_ = min(hi_ - 1, min(min(min(min(-forTile_dp + numDPTilesPerWG, -forTile_dp - numDPTilesPerWG*wg + numTilesDP), numTilesK - (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK))), -forTile_dp - numDPTilesPerWG*wg - numTilesSK + totalTiles), numTilesK*numTilesN - ((((forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK) + numTilesK*(((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN)))));
+                    if (g_ >= 0) {
+                        bool before_ = true;  // the condition holds at g_ - 1
+                        if (g_ > 0) {
+                            const int f_ = g_ - 1;
+                            before_ = (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM;
+                        }
+                        if (before_) {
+                            const int f_ = g_;
+                            if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = g_ + 1; else lo_ = hi_ = g_;
+                        }
+                        else {
+                            hi_ = g_ - 1;
+                        }
+                    }
+                }
                 while (lo_ < hi_) {
                     const int f_ = (lo_ + hi_) >> 1;
                     if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = f_ + 1; else hi_ = f_;
@@ -418,6 +452,23 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (hi_ > 0) {
                     const int f_ = hi_ - 1;
                     if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
+                }
+                if (lo_ < hi_) {
+                    const int g_ = min(hi_ - 1, min(min(min(min(-forTile_sk + numSKTilesPerWG, -forTile_sk - numSKTilesPerWG*wg + numTilesSK), -forTile_sk - numSKTilesPerWG*wg + totalTiles), numTilesK - (((forTile_sk + numSKTilesPerWG*wg) % numTilesK))), numTilesK*numTilesN - ((((forTile_sk + numSKTilesPerWG*wg) % numTilesK) + numTilesK*(((forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN)))));
+                    if (g_ >= 0) {
+                        bool before_ = true;  // the condition holds at g_ - 1
+                        if (g_ > 0) {
+                            const int f_ = g_ - 1;
+                            before_ = (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM;
+                        }
+                        if (before_) {
+                            const int f_ = g_;
+                            if ((((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) == m && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) % numTilesN) == n && f_ + forTile_sk < numSKTilesPerWG && f_ + forTile_sk + numSKTilesPerWG*wg < numTilesSK && f_ + forTile_sk + numSKTilesPerWG*wg < totalTiles && (((f_ + forTile_sk + numSKTilesPerWG*wg) / numTilesK) / numTilesN) < numTilesM) lo_ = g_ + 1; else lo_ = hi_ = g_;
+                        }
+                        else {
+                            hi_ = g_ - 1;
+                        }
+                    }
                 }
                 while (lo_ < hi_) {
                     const int f_ = (lo_ + hi_) >> 1;
@@ -613,6 +664,23 @@ extern "C" __global__ void __launch_bounds__(ctg::BLOCK, 1) ctgraph_gemm(
                 if (hi_ > 0) {
                     const int f_ = hi_ - 1;
                     if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = hi_;  // the whole range
+                }
+                if (lo_ < hi_) {
+                    const int g_ = min(hi_ - 1, min(min(min(min(-forTile_dp + numDPTilesPerWG, -forTile_dp - numDPTilesPerWG*wg + numTilesDP), numTilesK - (((forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK))), -forTile_dp - numDPTilesPerWG*wg - numTilesSK + totalTiles), numTilesK*numTilesN - ((((forTile_dp + numDPTilesPerWG*wg + numTilesSK) % numTilesK) + numTilesK*(((forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN)))));
+                    if (g_ >= 0) {
+                        bool before_ = true;  // the condition holds at g_ - 1
+                        if (g_ > 0) {
+                            const int f_ = g_ - 1;
+                            before_ = (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM;
+                        }
+                        if (before_) {
+                            const int f_ = g_;
+                            if ((((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) == m && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) % numTilesN) == n && f_ + forTile_dp < numDPTilesPerWG && f_ + forTile_dp + numDPTilesPerWG*wg < numTilesDP && f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK < totalTiles && (((f_ + forTile_dp + numDPTilesPerWG*wg + numTilesSK) / numTilesK) / numTilesN) < numTilesM) lo_ = g_ + 1; else lo_ = hi_ = g_;
+                        }
+                        else {
+                            hi_ = g_ - 1;
+                        }
+                    }
                 }
                 while (lo_ < hi_) {
                     const int f_ = (lo_ + hi_) >> 1;

@@ -16,12 +16,13 @@ from typing import Protocol
 import sympy
 
 from ctgraph import control as C
+from ctgraph.expr import FloorDiv, Mod
 
 from ..divisors import PRELUDE as DIVISORS
 from ..options import CudaOptions
 from ..printer import IndexPrinter, cxx
 
-__all__ = ["ELEM", "SPIN_LIMIT", "Emitter", "Plan", "Writer", "loads_tiles"]
+__all__ = ["ELEM", "SPIN_LIMIT", "Emitter", "Plan", "Writer", "loads_tiles", "trip_guess"]
 
 ELEM = {"float16": "half", "float32": "float"}
 SPIN_LIMIT = 1 << 24  # polls of a fixup flag before the kernel traps: an error (seconds), never a hang
@@ -36,6 +37,29 @@ class Plan(Protocol):
 def loads_tiles(cg: C.ControlGraph, tag: int) -> bool:
     """Does node ``tag`` (a kernel: else it only adds partials, split-K's reduction) load tiles below it?"""
     return any(isinstance(cg[t], C.LoadTile) for t, _ in cg.walk(tag))
+
+
+def trip_guess(condition: sympy.Basic, f: sympy.Symbol) -> sympy.Expr | None:
+    """Where the prefix of ``[0, ...)`` on which ``condition`` holds most likely ends: the first ``f`` at which some
+    term of it can change, or None where no term says.
+
+    A term ``x // D`` or ``x % D`` with ``x = f + s`` (``s`` free of ``f``) changes first at ``f = D - s % D`` (the next
+    multiple of ``D``: the end of a K tile, for ``x // numTilesK``); a term ``f + a < b`` at ``f = b - a`` (the end of
+    a workgroup's range). The guess is the least of these. It is only a guess: the trip count is taken from it only
+    where the condition holds just before it and fails at it (:meth:`Emitter._trip_count`), so a wrong guess costs
+    two tests, never a wrong count.
+    """
+    ends: list[sympy.Expr] = []
+    for atom in sorted(condition.atoms(FloorDiv, Mod), key=sympy.default_sort_key):
+        x, d = atom.args
+        rest = sympy.expand(x - f)
+        if x.has(f) and not rest.has(f) and not d.has(f):
+            ends.append(d - Mod(rest, d))
+    for rel in sorted(condition.atoms(sympy.StrictLessThan), key=sympy.default_sort_key):
+        below = sympy.expand(rel.rhs - (rel.lhs - f))  # lhs < rhs  <=>  f < rhs - (lhs - f)
+        if rel.lhs.has(f) and not below.has(f):
+            ends.append(below)
+    return sympy.Min(*ends) if ends else None
 
 
 class Writer:
@@ -189,8 +213,10 @@ class Emitter:
     def _trip_count(self, node: C.ForLoop) -> None:
         """Declare ``count_``, the trip count of K loop ``node``, whose condition holds on a prefix of
         ``[0, extent]``: when it holds at ``extent - 1`` the loop runs the whole range (one test: every tile
-        a workgroup does not share), else bisection finds where it stops. Each test is serial index math
-        (~250 cycles on the H100), paid per tile before the tile's first load and first MMA."""
+        a workgroup does not share); else two tests at the guess of :func:`trip_guess` (the end of the K tile or of
+        the workgroup's range: exact for Stream-K's runs, ``tests/unit/test_trip_count.py``), and bisection only
+        where the guess is wrong. Each test is serial index math (~250 cycles on the H100), paid per tile before the
+        tile's first load and first MMA: a shared tile took 1 + log2(extent) tests before the guess, 3 with it."""
         if node.increment != 1 or node.extent is None:
             raise NotImplementedError("the CUDA mainloop needs a unit-step K loop with a known extent")
         w, f = self.w, sympy.Symbol("f_", integer=True, nonnegative=True)
@@ -201,6 +227,27 @@ class Emitter:
         w("const int f_ = hi_ - 1;")
         w(f"if ({cond}) lo_ = hi_;  // the whole range")
         w.close()
+        guess = trip_guess(node.condition.subs(node.counter, f), f)
+        if guess is not None:
+            # the prefix most likely ends at g_ (trip_guess): two tests say whether it does, else they narrow the
+            # bisection (the condition holds on [0, lo_) and fails at hi_ or before)
+            w.open("if (lo_ < hi_)")
+            w(f"const int g_ = min(hi_ - 1, {self.cxx(guess)});")
+            w.open("if (g_ >= 0)")
+            w("bool before_ = true;  // the condition holds at g_ - 1")
+            w.open("if (g_ > 0)")
+            w("const int f_ = g_ - 1;")
+            w(f"before_ = {cond};")
+            w.close()
+            w.open("if (before_)")
+            w("const int f_ = g_;")
+            w(f"if ({cond}) lo_ = g_ + 1; else lo_ = hi_ = g_;")
+            w.close()
+            w.open("else")
+            w("hi_ = g_ - 1;")
+            w.close()
+            w.close()
+            w.close()
         w.open("while (lo_ < hi_)")
         w("const int f_ = (lo_ + hi_) >> 1;")
         w(f"if ({cond}) lo_ = f_ + 1; else hi_ = f_;")
