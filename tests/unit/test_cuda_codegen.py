@@ -207,7 +207,9 @@ def test_hopper_source_compiles_and_ptx_has_wgmma_tma_mbarrier(transform, tile):
 def test_hopper_kernels_wait_for_the_previous_kernel_before_global_memory(transform):
     """Programmatic dependent launch: each entry point (split-K's reduction too) waits for the previous kernel
     before its first read or write of an operand, the workspace or a flag; only shared-memory setup and the tensor
-    maps' prefetch (kernel parameters) come before. None triggers its dependents early (see ``_dependent_launch``)."""
+    maps' prefetch (kernel parameters) come before. A kernel that stores D lets the next launch once its producer
+    has issued its last load, before the math warpgroups' program (``_launch_dependents``); split-K's partials kernel
+    and its reduction never do."""
     src = cuda_kernel(transform, tile=(128, 256, 64), workgroups=1024, mainloop="wgmma", **SPLITS.get(transform, {}))
     kernels = src.source.split('extern "C" __global__')[1:]
     assert len(kernels) == (2 if transform == "splitk_reduce" else 1)
@@ -216,7 +218,13 @@ def test_hopper_kernels_wait_for_the_previous_kernel_before_global_memory(transf
         wait = body.index("griddep_wait();")
         touched = [body.find(x) for x in ("workspace", "flags", "tma_", "ld_global", "C[", "D[") if x in body]
         assert all(at > wait for at in touched), transform
-        assert body.count("griddep_wait();") == 1 and "launch_dependents" not in src.source
+        assert body.count("griddep_wait();") == 1
+        if "tma_store_2d(" in body:  # stores D
+            trigger, math = body.index("griddep_launch();"), body.index("setmaxnreg_inc<")
+            assert body.count("griddep_launch();") == 1 and body.rindex("tma_load_2d(", 0, math) < trigger < math
+        else:
+            assert "griddep_launch();" not in body, transform
+    assert ("griddep_launch();" in src.source) == (transform != "splitk_reduce")
 
 
 def test_pdl_option_is_a_bool():
