@@ -2,7 +2,8 @@
 
 ``compile(..., transform="auto", autotune=True)`` (or ``CTGRAPH_AUTOTUNE=1``) on a GPU: where the device's entries
 (:mod:`ctgraph.select.cache`) hold no config for this shape, the first :data:`TOP` candidates of the ranker are
-compiled and timed on random operands (kernel time, :func:`ctgraph.measure.kernel_time`), and the fastest is stored in
+compiled, then timed on random operands in :data:`ROUNDS` interleaved rounds (kernel time,
+:func:`ctgraph.measure.kernel_time`, the median of the rounds), and the fastest is stored in
 the user's cache (``CTGRAPH_CACHE_DIR/autotune/``), where later calls and later processes find it. As Triton's
 autotuner: the heuristic proposes, the search times, the result goes to a disk cache keyed by what changes the
 answer (device, shape, dtype).
@@ -10,18 +11,22 @@ answer (device, shape, dtype).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import statistics
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from .cache import Entry, key, store
 from .config import Config
 from .target import Target
 
-__all__ = ["TOP", "autotune", "time_configs"]
+__all__ = ["ROUNDS", "TOP", "autotune", "interleaved", "time_configs"]
 
 TOP = 6
+T = TypeVar("T")
+ROUNDS = 3  # interleaved timing rounds a first-call autotune takes the median of
 
 
 def _launch(kern: Any, A: Any, B: Any, D: Any) -> Any:
@@ -31,9 +36,11 @@ def _launch(kern: Any, A: Any, B: Any, D: Any) -> Any:
 
 
 def time_configs(
-    m: int, n: int, k: int, dtype: str, configs: list[Config], build: Callable[[Config], Any]
+    m: int, n: int, k: int, dtype: str, configs: list[Config], build: Callable[[Config], Any], rounds: int = 1
 ) -> dict[Config, float]:
-    """Kernel seconds of each config on one set of random operands (infinity where it does not build or run)."""
+    """Kernel seconds of each config on one set of random operands (infinity where it does not build or run): every
+    config is built first, then timed in ``rounds`` interleaved rounds (forward, then backward, ...), and each keeps
+    the median of its rounds, so neither the compiler's pauses nor the clocks' drift in a run favour one config."""
     from ..deps import require
 
     require("torch", "autotune and tune")
@@ -46,14 +53,27 @@ def time_configs(
     A = torch.randn(m, k, device="cuda", dtype=torch_dtype, generator=gen)
     B = torch.randn(k, n, device="cuda", dtype=torch_dtype, generator=gen)
     D = torch.empty(m, n, device="cuda", dtype=torch_dtype)
-    out: dict[Config, float] = {}
+    kernels: dict[Config, Any] = {}
     for c in configs:
-        try:
-            kern = build(c)
-            out[c] = kernel_time(partial(_launch, kern, A, B, D))
-        except (ValueError, RuntimeError):
-            out[c] = math.inf
-    return out
+        with contextlib.suppress(ValueError, RuntimeError):  # a config that does not build times as infinity
+            kernels[c] = build(c)
+    times = interleaved(list(kernels), rounds, lambda c: kernel_time(partial(_launch, kernels[c], A, B, D)))
+    return {c: times.get(c, math.inf) for c in configs}
+
+
+def interleaved(items: list[T], rounds: int, time: Callable[[T], float]) -> dict[T, float]:
+    """``time`` each item in ``rounds`` rounds, forward then backward in turn (so drift over a run favours none),
+    and keep each item's median (infinity for a round whose timing raised ``ValueError`` or ``RuntimeError``)."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    samples: dict[T, list[float]] = {x: [] for x in items}
+    for r in range(rounds):
+        for x in items if r % 2 == 0 else items[::-1]:
+            try:
+                samples[x].append(time(x))
+            except (ValueError, RuntimeError):
+                samples[x].append(math.inf)
+    return {x: statistics.median(v) for x, v in samples.items()}
 
 
 def autotune(
@@ -67,7 +87,7 @@ def autotune(
     top: int = TOP,
 ) -> Entry:
     """Time ``ranked[:top]`` and store the fastest for this shape on ``target``'s device; returns the entry."""
-    times = time_configs(m, n, k, dtype, ranked[:top], build)
+    times = time_configs(m, n, k, dtype, ranked[:top], build, ROUNDS)
     if not any(math.isfinite(t) for t in times.values()):
         raise RuntimeError(f"autotune: none of the ranker's first {top} configs for {m}x{n}x{k} built and ran")
     best = min(times, key=lambda c: (times[c], ranked.index(c)))

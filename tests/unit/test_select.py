@@ -17,6 +17,7 @@ from ctgraph.backends import backend
 from ctgraph.counts import output_tiles, padding
 from ctgraph.select import CPU, H100_SXM, H200, KNOWN, Config, Layout, Target, candidates, rank, select
 from ctgraph.select import cache as entries
+from ctgraph.select.autotune import interleaved
 from ctgraph.select.candidates import PAD_LIMIT, PAD_SLACK, empty_cta, tiles_for, wave_layouts
 from ctgraph.select.fit import fit, kernel_hash, regret, samples
 from ctgraph.select.model import FEATURES, Correction, analytic, features, predict
@@ -289,6 +290,26 @@ def test_kernel_hash_follows_the_generated_sources(monkeypatch):
 
     monkeypatch.setattr(hopper, "WATCHDOG_NS", hopper.WATCHDOG_NS + 1)
     assert kernel_hash() != before
+
+
+def test_autotune_times_in_interleaved_rounds_and_keeps_the_median():
+    """Rounds go forward, backward, forward (so the first and last items see the run's start and end alike); each
+    item keeps the median of its rounds; a timing that raises counts as infinity in its round only."""
+    calls: list[str] = []
+    fails = {("c", 1)}
+
+    def time(x: str) -> float:
+        calls.append(x)
+        if (x, calls.count(x)) in fails:
+            raise RuntimeError("launch failed")
+        return 10.0 * "abc".index(x) + len(calls)
+
+    got = interleaved(["a", "b", "c"], 3, time)
+    assert calls == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    assert got == {"a": 6.0, "b": 15.0, "c": 29.0}  # a: 1, 6, 7; b: 12, 15, 18; c: inf, 24, 29
+    assert interleaved(["a"], 1, lambda x: 2.0) == {"a": 2.0}
+    with pytest.raises(ValueError, match="rounds must be a positive integer"):
+        interleaved(["a"], 0, lambda x: 1.0)
 
 
 def test_autotune_cache_stores_merges_and_reloads(tmp_path, monkeypatch):
