@@ -21,12 +21,13 @@ import csv
 import math
 import os
 import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "by_kind", "kind", "run", "stability", "summary"]
+__all__ = ["KINDS", "by_kind", "cached", "kind", "run", "stability", "summary"]
 
 Shape = tuple[int, int, int]
 
@@ -237,6 +238,29 @@ def _chosen(shape: Shape) -> Any:
     return kern.selection.config
 
 
+def cached(shapes: list[Shape], device: str, dtype: str = "float16") -> int:
+    """How many of ``shapes`` have an entry in the user's autotune cache for ``device`` (which the default path
+    then runs in place of the ranker's choice)."""
+    from ctgraph.select import cache
+
+    table = cache.load_user(device)
+    return sum(table.get(*s, dtype) is not None for s in shapes)
+
+
+def _warn_cached(shapes: list[Shape], device: str) -> None:
+    from ctgraph.select import cache
+
+    found = cached(shapes, device)
+    if found:
+        print(
+            f"warning: {found} of the {len(shapes)} shapes have entries in the autotune cache "
+            f"{cache.user_path(device)} (an earlier --autotune run?): they run those entries, not the ranker's "
+            "choice; set CTGRAPH_CACHE_DIR to an empty folder to time the default path",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def run(
     shapes: list[Shape], out: Path, rounds: int = 3, autotune: bool = False, regret: int = 0, gpus: int | None = None
 ) -> list[dict[str, Any]]:
@@ -248,6 +272,10 @@ def run(
     gpus = gpus or torch.cuda.device_count()
     if gpus < 1:
         raise RuntimeError("heldout needs a GPU: torch sees none")
+    if not autotune:
+        from ctgraph.select.resolve import device_target
+
+        _warn_cached(shapes, device_target("cuda").name)
     t0 = time.time()
     precompile(shapes, os.cpu_count() or 1, autotune, regret)
     print(f"precompiled in {time.time() - t0:.0f} s", flush=True)

@@ -26,7 +26,7 @@ from .. import knobs
 from ..cache import write_whole
 from .config import Config
 
-__all__ = ["Entry", "Table", "key", "load", "shipped_path", "user_path"]
+__all__ = ["Entry", "Table", "key", "load", "load_user", "shipped_path", "user_path"]
 
 
 def key(m: int, n: int, k: int, dtype: str) -> str:
@@ -104,6 +104,11 @@ def _table(path: Path) -> Table | None:
     except FileNotFoundError:
         return None
     return _read(path, stamp)
+
+
+def load_user(device: str) -> Table:
+    """The user's autotune cache for the device alone (empty where there is none)."""
+    return _table(user_path(device)) or Table(device)
 
 
 def load(device: str) -> Table:

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from ctgraph.cli import main
-from ctgraph.heldout import KINDS, by_kind, kind, read, summary
+from ctgraph.heldout import KINDS, by_kind, cached, kind, read, summary
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,19 @@ def test_summarize_reads_a_runs_csv(tmp_path, capsys):
     assert "'shapes': 2" in out and "'skinny'" in out and "'large'" in out
     assert main(["heldout", "test", "--summarize"]) == 2
     assert "not a file" in capsys.readouterr().err
+
+
+def test_cached_counts_the_shapes_an_autotune_cache_would_answer(tmp_path, monkeypatch):
+    """A default-path run after an ``--autotune`` run in the same cache folder would time the autotuned entries:
+    ``cached`` counts them (``run`` warns), and another folder holds none."""
+    from ctgraph.select import Config, Layout
+    from ctgraph.select import cache as entries
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path / "a"))
+    c = Config((128, 128, 64), Layout(), "dataparallel", 64)
+    entries.store("Test GPU", {entries.key(64, 128, 256, "float16"): entries.Entry(c, ((c.name, 1e-5),))})
+    shapes = [(64, 128, 256), (64, 128, 512)]
+    assert cached(shapes, "Test GPU") == 1
+    assert cached(shapes, "Other GPU") == 0
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path / "b"))
+    assert cached(shapes, "Test GPU") == 0
