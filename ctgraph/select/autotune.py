@@ -24,8 +24,9 @@ from .target import Target
 
 __all__ = ["ROUNDS", "TOP", "autotune", "interleaved", "time_configs"]
 
-TOP = 6
 T = TypeVar("T")
+
+TOP = 6
 ROUNDS = 3  # interleaved timing rounds a first-call autotune takes the median of
 
 

@@ -256,8 +256,8 @@ class HopperEmitter(Emitter):
         """The producer has issued its last load: the next kernel may launch (PDL). Its CTAs take the SMs this grid
         leaves idle, or each SM as this grid's CTA there exits, and set up their barriers while this grid's last K
         iterations and epilogues run; they touch global memory only after :meth:`_dependent_launch`'s wait, so
-        where the trigger stands changes speed, never results. Kernels that store D only: split-K's partials kernel
-        leaves its reduction to launch as its CTAs exit (H100, 2026-11-27, same run, A B B A on 51 train and
+        where the trigger stands changes speed, never results. Only kernels that store D trigger: split-K's partials
+        kernel leaves its reduction to launch as its CTAs exit (H100, 2026-11-27, same run, A B B A on 51 train and
         validation shapes: data-parallel 4.2% faster, small kernels up to 10%; split-K with the trigger 2.0% slower).
         """
         # NOTE: a trigger at the kernel's start let the next grid's CTAs sit on idle SMs for the whole kernel, and
