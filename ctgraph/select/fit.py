@@ -135,26 +135,13 @@ class Fit:
     rows: int
 
 
-def _devices(tables: Table | Sequence[Table], target: Target) -> list[str]:
-    """The devices ``tables`` were timed on (``target``'s name for one table, as :func:`pooled` reads it)."""
-    if isinstance(tables, Table) or len(tables) == 1:
-        return [target.name]
-    return list(dict.fromkeys(t.device for t in tables))
-
-
-def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
-
-
-def pooled(tables: Table | Sequence[Table], target: Target) -> list[tuple[str, Config, list[float], float, float]]:
-    """The :func:`samples` of one table on ``target``, or of several tables of ``target``'s family, each on the known
-    target of its own device (:func:`~ctgraph.select.target.known_target`: its SMs, L2 and bandwidth), its shapes
-    keyed by device as well, so that a shape timed on two devices is two shapes to rank."""
-    if isinstance(tables, Table):
-        return samples(tables, target)
+def _read_on(tables: Table | Sequence[Table], target: Target) -> list[tuple[Table, Target]]:
+    """Each table with the target it is read on: one table on ``target``; several each on the known target of its
+    own device (:func:`~ctgraph.select.target.known_target`: its SMs, L2 and bandwidth), of ``target``'s family."""
+    tables = [tables] if isinstance(tables, Table) else list(tables)
     if len(tables) == 1:
-        return samples(tables[0], target)
-    out: list[tuple[str, Config, list[float], float, float]] = []
+        return [(tables[0], target)]
+    out = []
     for table in tables:
         own = target if table.device == target.name else known_target(table.device)
         if own.family != target.family:
@@ -162,8 +149,22 @@ def pooled(tables: Table | Sequence[Table], target: Target) -> list[tuple[str, C
                 f"fit: the table of {table.device!r} is of family {own.family!r}, not {target.family!r}: a correction "
                 "is fitted per family"
             )
-        out += [(f"{table.device}:{key}", c, phi, base, secs) for key, c, phi, base, secs in samples(table, own)]
+        out.append((table, own))
     return out
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
+
+
+def pooled(tables: Table | Sequence[Table], target: Target) -> list[tuple[str, Config, list[float], float, float]]:
+    """The :func:`samples` of one table on ``target``, or of several tables of ``target``'s family, each on its own
+    device's target (:func:`_read_on`), its shapes keyed by device as well, so that a shape timed on two devices is
+    two shapes to rank."""
+    read = _read_on(tables, target)
+    if len(read) == 1:
+        return samples(*read[0])
+    return [(f"{t.device}:{key}", c, phi, base, secs) for t, own in read for key, c, phi, base, secs in samples(t, own)]
 
 
 def fit(
@@ -192,7 +193,7 @@ def fit(
         ("lambda", str(lam)),
         ("train_rows", str(len(rows_t))),
         ("validation_rows", str(len(rows_v))),
-        ("device", ", ".join(dict.fromkeys(_devices(train, target) + _devices(validation, target)))),
+        ("device", ", ".join(dict.fromkeys(own.name for t in (train, validation) for _, own in _read_on(t, target)))),
     )
     correction = Correction(
         target.family,
