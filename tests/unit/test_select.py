@@ -18,7 +18,7 @@ from ctgraph.counts import output_tiles, padding
 from ctgraph.select import CPU, H100_SXM, H200, KNOWN, Config, Layout, Target, candidates, rank, select
 from ctgraph.select import cache as entries
 from ctgraph.select.autotune import interleaved
-from ctgraph.select.candidates import PAD_LIMIT, PAD_SLACK, empty_cta, tiles_for, wave_layouts
+from ctgraph.select.candidates import PAD_LIMIT, PAD_SLACK, empty_cta, hidden_padding, tiles_for, wave_layouts
 from ctgraph.select.fit import fit, kernel_hash, regret, samples
 from ctgraph.select.model import FEATURES, Correction, analytic, features, predict
 
@@ -71,7 +71,8 @@ def test_candidates_are_valid_for_their_path_with_no_empty_cta_and_bounded_paddi
     for c in pool:
         assert CUDA.supports(c.tile, "float16", c.layout, path), c.name
         assert not empty_cta(m, n, c.tile, c.layout), c.name
-        assert padding(m, n, c.tile) <= max(PAD_LIMIT, least + PAD_SLACK) + 1e-12
+        bounded = padding(m, n, c.tile) <= max(PAD_LIMIT, least + PAD_SLACK) + 1e-12
+        assert bounded or hidden_padding(m, n, "float16", c.tile, c.layout, target), c.name
         tiles = output_tiles(m, n, c.tile)
         assert 1 <= c.workgroups <= max(tiles, target.resident(c.layout.cluster)) or c.transform == "splitk_reduce"
         if c.transform == "dataparallel":
@@ -104,8 +105,21 @@ def test_n_is_part_of_the_tile_choice():
     """2600x192x3280 got a 176 x 512 tile (60 of 120 CTAs computing nothing, 63% padding): no longer a candidate."""
     pool = candidates(2600, 192, 3280, "float16", H100_SXM, "wgmma", CUDA.supports)
     assert all(c.tile[1] <= 256 for c in pool)
-    assert max(padding(2600, 192, c.tile) for c in pool) <= PAD_LIMIT + PAD_SLACK
+    assert max(padding(2600, 192, c.tile) for c in pool if not c.layout.swap) <= PAD_LIMIT + PAD_SLACK
     assert any(c.tile[1] == 192 for c in pool) and any(c.tile[1] == 96 for c in pool)
+
+
+def test_a_thin_output_gets_swapped_tiles_whose_padding_hides_under_the_loads():
+    """3768x24x1272 ran 0.57x cuBLAS on 256 x 16 tiles (30 CTAs): a swapped CTA's 64 columns pad 24 to 64, but the
+    padded multiply-adds take less time than reading A once, so such tiles are offered; a square shape gets none."""
+    pool = candidates(3768, 24, 1272, "float16", H100_SXM, "wgmma", CUDA.supports)
+    least = min(padding(3768, 24, c.tile) for c in pool)
+    padded = [c for c in pool if padding(3768, 24, c.tile) > max(PAD_LIMIT, least + PAD_SLACK)]
+    assert padded and all(c.layout.swap for c in padded)
+    assert any(c.workgroups * c.layout.cluster >= 100 for c in padded if c.transform == "dataparallel")
+    square = candidates(4096, 4096, 4096, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert not any(hidden_padding(4096, 4096, "float16", c.tile, c.layout, H100_SXM) for c in square)
+    assert not hidden_padding(3768, 24, "float16", (256, 16, 64), Layout(1, "b", False), H100_SXM)  # unswapped
 
 
 def test_wave_layouts_fill_the_waves_of_the_targets_clusters():
