@@ -66,6 +66,9 @@ HBM_EFFICIENCY = 0.7  # the share of the datasheet's HBM bandwidth a GEMM's tile
 UNALIGNED = 1.9  # L2 reads of rows that straddle 128-byte lines (H100: single-CTA tiles up to 1.9x per iteration)
 LINE = 128
 T0 = 1.5e-6  # seconds per tile: pipeline fill and epilogue
+# padding as the correction sees it, no more: the samples reach 7.2 (a swapped tile on a thin output), and past them
+# the fitted square would price the 128 x 128 tile of a 1x1x1 GEMM (padding 16383) at any factor, exp(10^6) included
+PAD_FEATURE_MAX = 8.0
 LAUNCH = 2.5e-6  # seconds per kernel launch (graph replay)
 FIXUP_LEVEL = 2.0e-6
 FIXUP_RATE = 20e9  # bytes/s one CTA moves a partial tile through a fixup level
@@ -219,7 +222,7 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
         math.log(kt),
         1.0 / kt,
         last / c.workgroups if c.transform == "dataparallel" else 1.0,
-        padding(m, n, c.tile),
+        min(padding(m, n, c.tile), PAD_FEATURE_MAX),
         math.log2(c.tile[0] / cm * c.tile[1] / cn / 16384),
         float(c.raster > 1),
         math.log(base / 1e-5),

@@ -435,3 +435,13 @@ def test_fit_check_says_whether_a_correction_matches_the_kernels(monkeypatch, ca
     assert "stale" in capsys.readouterr().out
     assert main(["fit", "--check", "sm-unknown"]) == 0  # no fit: the analytic model alone is always current
     assert main(["fit"]) == 2 and "give a train and a validation table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (1, 8, 8), (3, 5, 7), (1, 65536, 8), (65536, 1, 1)])
+def test_the_shipped_ranker_prices_every_candidate_of_a_degenerate_shape(shape):
+    """1x1x1 once overflowed ``exp``: the fitted square of the padding feature (16383 on a 128 x 128 tile) past any
+    sample; the feature stops at the samples' range, so every price is finite and the ranking is total."""
+    m, n, k = shape
+    for path in H100_SXM.paths("float16", k, n):
+        ranked = rank(m, n, k, "float16", H100_SXM, path, CUDA.supports)
+        assert ranked and all(math.isfinite(t) and t > 0 for _, t in ranked), path
