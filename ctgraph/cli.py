@@ -326,13 +326,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_heldout(args: argparse.Namespace) -> int:
     from .heldout import by_kind, read, run, stability, summary
+    from .plot import picture_path, plot_heldout
 
+    if args.plot:
+        picture_path(args.plot, "heldout --plot")  # a bad path fails before any work starts
     if args.summarize:  # a CSV an earlier run wrote: no GPU
         if not Path(args.shapes).is_file():
             raise ValueError(f"heldout --summarize: {args.shapes!r} is not a file; give a CSV that heldout --out wrote")
         rows = read(Path(args.shapes))
         print(summary(rows))
         print(by_kind(rows))
+        if args.plot:
+            print(f"wrote {plot_heldout(rows, args.plot, Path(args.shapes).stem)}")
         return 0
     shapes = _shapes(args.shapes, args.limit)
     if args.stability:
@@ -343,6 +348,8 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
     print(summary(rows))
     print(by_kind(rows))
+    if args.plot:
+        print(f"wrote {plot_heldout(rows, args.plot, Path(args.shapes).stem)}")
     return 0
 
 
@@ -455,6 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")
     p.add_argument(
         "--summarize", action="store_true", help="SHAPES is a CSV an earlier run wrote: print its summary (no GPU)"
+    )
+    p.add_argument(
+        "--plot", metavar="PATH", help="also draw the shapes' ratios to PATH (.png, .svg or .pdf; needs matplotlib)"
     )
     p.set_defaults(func=cmd_heldout)
     p = sub.add_parser("overhead", help="host time per Python call against torch.matmul (needs torch and a GPU)")

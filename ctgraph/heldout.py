@@ -10,7 +10,8 @@ The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, t
 worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
 the ranker's first ``N`` candidates are timed too and the regret (chosen / fastest of them) reported; the
 selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and transform stay
-the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote. Shapes are spread over the
+the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote, and ``--plot`` draws its
+shapes (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the
 visible GPUs, one spawned worker each; every shape's two kernels run on one GPU, so each ratio is taken on one
 device.
 """
@@ -49,7 +50,8 @@ def _quantile(xs: list[float], q: float) -> float:
 def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[str, Any]:
     import torch
 
-    import ctgraph
+    from ctgraph import api
+    from ctgraph.gemm import gemm
     from ctgraph.measure import call_time, kernel_time
 
     m, n, k = shape
@@ -58,7 +60,7 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
     D = torch.empty(m, n, device="cuda", dtype=torch.float16)
     D2 = torch.empty(m, n, device="cuda", dtype=torch.float16)
     t0 = time.time()
-    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto", target="cuda", autotune=autotune)
+    kern = api.compile(gemm(m, n, k, macro_tile="auto"), transform="auto", target="cuda", autotune=autotune)
     setup = time.time() - t0
 
     def ours() -> Any:
@@ -231,9 +233,10 @@ def precompile(shapes: list[Shape], processes: int, autotune: bool, regret: int)
 
 
 def _chosen(shape: Shape) -> Any:
-    import ctgraph
+    from ctgraph import api
+    from ctgraph.gemm import gemm
 
-    kern = ctgraph.compile(ctgraph.gemm(*shape, macro_tile="auto"), transform="auto", target="cuda", build=False)
+    kern = api.compile(gemm(*shape, macro_tile="auto"), transform="auto", target="cuda", build=False)
     assert kern.selection is not None
     return kern.selection.config
 

@@ -1,16 +1,25 @@
-"""Schedule pictures: which workgroup computes which (tile, k-range), sections, and fixup seams.
+"""Pictures: a kernel's schedule, and a held-out run against cuBLAS.
 
+**Schedules.**
 ``plot_schedule(kern, path)`` draws ``kern.schedule()``: x is the iteration slot inside a workgroup,
 y the workgroup, the colour the output tile. A black triangle marks a workgroup that starts a tile
 past k == 0 (it stores a partial for the fixup); a white one marks a workgroup that leaves a tile
 before its last k-iteration (it owns the tile and adds the partials of the workgroups after it).
-Dashed lines separate the sections of the graph (Stream-K, then data-parallel). Needs matplotlib
-(the ``plot`` extra); the output is deterministic (no dates in the file, fixed colours and SVG ids).
+Dashed lines separate the sections of the graph (Stream-K, then data-parallel).
+
+**Held-out runs.** ``plot_heldout(rows, path)`` draws the rows of a ``python -m ctgraph heldout`` CSV
+(:func:`ctgraph.heldout.read`): each shape's kernel-time ratio (cuBLAS / ctgraph, log scale) against its
+multiply-adds, coloured by the transform chosen and shaped by its kind (:func:`ctgraph.heldout.kind`), with the
+geomean and p10 as lines and the worst shapes numbered and named.
+
+Both need matplotlib (the ``plot`` extra); the output is deterministic (no dates in the file, fixed colours and SVG
+ids).
 """
 
 from __future__ import annotations
 
 import colorsys
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +27,27 @@ from .deps import require
 from .expr import to_int
 from .schedule import sections
 
-__all__ = ["plot_schedule", "seams", "tile_colour"]
+__all__ = ["picture_path", "plot_heldout", "plot_schedule", "seams", "tile_colour"]
+
+SUFFIXES = (".png", ".svg", ".pdf")
+META = {".png": {"Software": None}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}  # no dates
+TRANSFORM_COLOURS = {
+    "dataparallel": "#1f77b4",
+    "splitk_reduce": "#2ca02c",
+    "streamk": "#9467bd",
+    "streamk_hybrid": "#ff7f0e",
+    "streamk2tile": "#d62728",
+}
+KIND_MARKERS = {"skinny": "^", "small": "o", "large": "s"}
+RATIO_TICKS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5, 2.0, 3.0, 4.0)
+
+
+def picture_path(path: str | Path, what: str = "plot path") -> Path:
+    """``path`` as a picture's file: a ValueError naming ``what`` unless it ends in .png, .svg or .pdf."""
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"{what} must end in .png, .svg or .pdf, got {str(path)!r}")
+    return path
 
 
 def tile_colour(tile: int) -> tuple[float, float, float]:
@@ -41,9 +70,7 @@ def seams(work: list[tuple[int, int, int]], kt: int) -> tuple[list[int], list[in
 
 def plot_schedule(kern: Any, path: str | Path, dpi: int = 90) -> Path:
     """Draw the schedule of ``kern`` (a :class:`ctgraph.Kernel`) to ``path`` (.png, .svg or .pdf)."""
-    path = Path(path)
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ValueError(f"plot_schedule path must end in .png, .svg or .pdf, got {str(path)!r}")
+    path = picture_path(path, "plot_schedule path")
     matplotlib = require("matplotlib", "plot_schedule")  # MissingDependency: pip install 'ctgraph[plot]'
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -113,7 +140,75 @@ def plot_schedule(kern: Any, path: str | Path, dpi: int = 90) -> Path:
         ax.legend(handles=legend, loc="upper right", bbox_to_anchor=(1.0, -0.13), ncol=2, frameon=False)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
-        meta = {".png": {"Software": None}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}
-        fig.savefig(path, dpi=dpi, metadata=meta[path.suffix.lower()])  # no dates: byte-identical files
+        fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])  # no dates: byte-identical files
         plt.close(fig)
+    return path
+
+
+def _macs(row: dict[str, Any]) -> int:
+    return int(row["m"]) * int(row["n"]) * int(row["k"])
+
+
+def _transform(config: str) -> str:
+    """The transform of a config's name (``"64x64x64 2b/swap splitk_reduce/s2 g66 r1"`` -> ``splitk_reduce``)."""
+    parts = config.split()
+    return parts[2].split("/")[0] if len(parts) > 2 else ""
+
+
+def plot_heldout(rows: list[dict[str, Any]], path: str | Path, title: str = "", worst: int = 5, dpi: int = 90) -> Path:
+    """Draw a held-out run's ``rows`` to ``path`` (.png, .svg or .pdf; module docstring)."""
+    from .heldout import kind, summary
+
+    path = picture_path(path, "heldout --plot")
+    done = [r for r in rows if math.isfinite(r["kernel_ratio"]) and r["kernel_ratio"] > 0]
+    if not done:
+        raise ValueError("heldout plot: no shape with a finite kernel ratio to draw")
+    matplotlib = require("matplotlib", "heldout --plot")  # MissingDependency: pip install 'ctgraph[plot]'
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    s = summary(done)
+    ratios = [r["kernel_ratio"] for r in done]
+    worst_rows = sorted(done, key=lambda r: r["kernel_ratio"])[:worst]
+    with plt.rc_context({"svg.hashsalt": "ctgraph", "font.size": 9}):
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        try:
+            for r in done:
+                colour = TRANSFORM_COLOURS.get(_transform(str(r.get("config", ""))), "#7f7f7f")
+                shape = KIND_MARKERS[kind(int(r["m"]), int(r["n"]), int(r["k"]))]
+                ax.scatter(_macs(r), r["kernel_ratio"], s=22, marker=shape, color=colour, alpha=0.8, linewidths=0)
+            for i, r in enumerate(worst_rows, 1):  # numbered here, named in the legend
+                ax.annotate(
+                    str(i), (_macs(r), r["kernel_ratio"]), fontsize=7, xytext=(4, -3), textcoords="offset points"
+                )
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(
+                FixedLocator([t for t in RATIO_TICKS if min(ratios) / 1.1 <= t <= max(ratios) * 1.1])
+            )
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+            ax.yaxis.set_minor_locator(NullLocator())
+            for y, style in ((1.0, "-"), (s["geomean"], "--"), (s["p10"], ":")):
+                ax.axhline(y, color="black", lw=0.8, ls=style)
+            ax.set_xlabel("multiply-adds m n k")
+            ax.set_ylabel("cuBLAS time / ctgraph time (kernel)")
+            head = f"{title}: " if title else ""
+            ax.set_title(f"{head}{s['shapes']} shapes, geomean {s['geomean']:.3f}x, p10 {s['p10']:.2f}x", fontsize=10)
+            handles = [Line2D([], [], marker="o", ls="", color=c, label=t) for t, c in TRANSFORM_COLOURS.items()]
+            handles += [Line2D([], [], marker=mk, ls="", color="#555555", label=k) for k, mk in KIND_MARKERS.items()]
+            handles += [
+                Line2D([], [], color="black", lw=0.8, ls=ls, label=w) for w, ls in (("geomean", "--"), ("p10", ":"))
+            ]
+            handles += [
+                Line2D([], [], ls="", label=f"{i}: {r['m']}x{r['n']}x{r['k']} {r['kernel_ratio']:.2f}x")
+                for i, r in enumerate(worst_rows, 1)
+            ]
+            ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+            fig.tight_layout()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])  # no dates: byte-identical files
+        finally:
+            plt.close(fig)
     return path

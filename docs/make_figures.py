@@ -1,4 +1,4 @@
-"""Make the pictures of docs/streamk.md: ``python docs/make_figures.py`` (writes docs/img/).
+"""Make the pictures of the docs: ``python docs/make_figures.py`` (writes docs/img/).
 
 Everything is drawn for the seed example of seed 004 (160 x 192 x 4096, 16 x 16 x 8 macro tiles: 10 x 12
 output tiles, 512 k-iterations each, 32 workgroups):
@@ -8,6 +8,10 @@ output tiles, 512 k-iterations each, 32 workgroups):
   ``docs/streamk2tile.svg`` (made the same way, kept beside the README).
 - ``img/schedule_<transform>.png``: ``kern.schedule()`` as a picture, drawn by
   :func:`ctgraph.plot_schedule` (see :mod:`ctgraph.plot` for what the marks mean).
+
+and the held-out runs of docs/benchmarks.md, from their CSVs in ``docs/results/``:
+
+- ``img/heldout_<set>_<device>.png``: :func:`ctgraph.plot.plot_heldout` of ``results/heldout-<set>-<device>.csv``.
 
 The output is deterministic: same code, same files (no dates, fixed SVG ids, fixed colours).
 """
@@ -19,13 +23,15 @@ import sys
 from pathlib import Path
 
 import ctgraph
-from ctgraph.plot import plot_schedule
+from ctgraph import heldout
+from ctgraph.plot import plot_heldout, plot_schedule
 
 HERE = Path(__file__).resolve().parent
 IMG = HERE / "img"
 
 SEED = {"m": 160, "n": 192, "k": 4096, "macro_tile": (16, 16, 8), "dtype": "float16"}
 WORKGROUPS = 32
+HELDOUT = (("test", "h100"), ("llm", "h100"))
 DPI = 90
 
 
@@ -44,6 +50,10 @@ def main() -> int:
         path = IMG / f"schedule_{transform}.png"
         plot_schedule(kern, path, dpi=DPI)
         print(f"wrote {path}")
+    for name, device in HELDOUT:
+        rows = heldout.read(HERE / "results" / f"heldout-{name}-{device}.csv")
+        title = f"{name} (held out), {device.upper()}"
+        print(f"wrote {plot_heldout(rows, IMG / f'heldout_{name}_{device}.png', title, dpi=DPI)}")
     return 0
 
 

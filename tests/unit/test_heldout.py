@@ -10,6 +10,7 @@ import pytest
 
 from ctgraph.cli import main
 from ctgraph.heldout import KINDS, by_kind, cached, kind, read, summary
+from ctgraph.plot import plot_heldout as plot
 
 
 @pytest.mark.parametrize(
@@ -76,3 +77,29 @@ def test_cached_counts_the_shapes_an_autotune_cache_would_answer(tmp_path, monke
     assert cached(shapes, "Other GPU") == 0
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path / "b"))
     assert cached(shapes, "Test GPU") == 0
+
+
+def test_plot_draws_a_run_and_says_what_it_needs(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    rows = _rows({(3768, 24, 1272): 0.5, (1000, 24, 64): 0.8, (512, 512, 512): 1.0, (4096, 4096, 4096): 1.25})
+    for r, config in zip(
+        rows, ("64x64x64 2b/swap dataparallel g59 r1", "", "a b", "256x256x64 2b streamk g66 r1"), strict=True
+    ):
+        r["config"] = config  # any config text: an unknown transform is drawn grey
+    data = plot(rows, tmp_path / "a.png", "test").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot(rows, tmp_path / "b.png", "test").read_bytes() == data  # deterministic: no dates
+    assert plot(rows, tmp_path / "c.svg").read_bytes() == plot(rows, tmp_path / "d.svg").read_bytes()
+    with pytest.raises(ValueError, match=r"heldout --plot must end in \.png, \.svg or \.pdf"):
+        plot(rows, tmp_path / "a.jpg")
+    with pytest.raises(ValueError, match="no shape with a finite kernel ratio"):
+        plot([dict(rows[0], kernel_ratio=math.nan)], tmp_path / "d.png")
+    path = tmp_path / "run.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["heldout", str(path), "--summarize", "--plot", str(tmp_path / "e.png")]) == 0
+    assert (tmp_path / "e.png").is_file() and "wrote" in capsys.readouterr().out
+    assert main(["heldout", "test", "--plot", str(tmp_path / "e.jpg")]) == 2  # before any GPU work
+    assert "--plot must end in .png" in capsys.readouterr().err
