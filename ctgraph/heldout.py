@@ -11,9 +11,8 @@ worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, sm
 the ranker's first ``N`` candidates are timed too and the regret (chosen / fastest of them) reported; the
 selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and transform stay
 the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote, and ``--plot`` draws its
-shapes (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the
-visible GPUs, one spawned worker each; every shape's two kernels run on one GPU, so each ratio is taken on one
-device.
+shapes (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker each; every
+shape's two kernels run on one GPU, so each ratio is taken on one device.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Pictures: a kernel's schedule, and a held-out run against cuBLAS.
 
-**Schedules.**
-``plot_schedule(kern, path)`` draws ``kern.schedule()``: x is the iteration slot inside a workgroup,
-y the workgroup, the colour the output tile. A black triangle marks a workgroup that starts a tile
-past k == 0 (it stores a partial for the fixup); a white one marks a workgroup that leaves a tile
-before its last k-iteration (it owns the tile and adds the partials of the workgroups after it).
-Dashed lines separate the sections of the graph (Stream-K, then data-parallel).
+**Schedules.** ``plot_schedule(kern, path)`` draws ``kern.schedule()``: x is the iteration slot inside a
+workgroup, y the workgroup, the colour the output tile. A black triangle marks a workgroup that starts a tile past
+k == 0 (it stores a partial for the fixup); a white one marks a workgroup that leaves a tile before its last
+k-iteration (it owns the tile and adds the partials of the workgroups after it). Dashed lines separate the sections
+of the graph (Stream-K, then data-parallel).
 
 **Held-out runs.** ``plot_heldout(rows, path)`` draws the rows of a ``python -m ctgraph heldout`` CSV
 (:func:`ctgraph.heldout.read`): each shape's kernel-time ratio (cuBLAS / ctgraph, log scale) against its
