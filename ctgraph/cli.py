@@ -264,9 +264,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     if not args.shapes:
         raise ValueError("tune: give a shape set (or --merge TABLES)")
+    if args.rounds < 1:
+        raise ValueError(f"tune: --rounds must be a positive integer, got {args.rounds}")
     shapes = _shapes(args.shapes, args.limit, args.skip)
     _require_gpu_stack("python -m ctgraph tune")
-    table = run(shapes, Path(args.out), top=args.top, extra=args.extra, shard=parse_shard(args.shard))
+    table = run(
+        shapes, Path(args.out), top=args.top, extra=args.extra, shard=parse_shard(args.shard), rounds=args.rounds
+    )
     print(f"timed {len(table.entries)} shapes -> {args.out}")
     if args.install:
         from .select.cache import store
@@ -432,6 +436,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes (after --skip)")
     p.add_argument("--skip", type=int, default=0, help="leave out the first N shapes (those timed before)")
     p.add_argument("--shard", help="i/n: this host's share (default RANK/WORLD_SIZE, else all)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="R",
+        help="time every config R times in interleaved rounds and keep each one's median (default 1)",
+    )
     p.add_argument("--merge", nargs="+", metavar="TABLE", help="merge these tables into --out instead")
     p.add_argument("--install", action="store_true", help="add the entries to this device's autotune cache")
     p.set_defaults(func=cmd_tune)

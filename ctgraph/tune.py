@@ -2,10 +2,11 @@
 
 For each shape the ranker's first ``top`` candidates (:func:`ctgraph.select.rank`) and ``extra`` others drawn with a
 seeded generator (so the fit also sees where the ranker is wrong) are compiled and timed (kernel time,
-:func:`ctgraph.measure.kernel_time`), and cuBLAS beside them. The result is a :class:`~ctgraph.select.cache.Table`:
-per shape the fastest config and every config's seconds. It is both the device's autotune cache (``--install``:
-merged into ``CTGRAPH_CACHE_DIR/autotune/``, or shipped as ``ctgraph/data/autotune-<device>.json``) and the sample
-the ranker's correction is fitted on (:mod:`ctgraph.select.fit`).
+:func:`ctgraph.measure.kernel_time`; ``--rounds R``: R interleaved rounds, the median kept), and cuBLAS beside them.
+The result is a :class:`~ctgraph.select.cache.Table`: per shape the fastest config and every config's seconds. It is
+both the device's autotune cache (``--install``: merged into ``CTGRAPH_CACHE_DIR/autotune/``, or shipped as
+``ctgraph/data/autotune-<device>.json``) and the sample the ranker's correction is fitted on
+(:mod:`ctgraph.select.fit`).
 
 Spread over GPUs and hosts:
 
@@ -100,9 +101,11 @@ def tune(
     dtype: str = "float16",
     progress: bool = True,
     part: Path | None = None,
+    rounds: int = 1,
 ) -> Table:
-    """Time :func:`configs_for` of each shape on this process's GPU (module docstring); ``part``: write the table
-    after each shape, whole (a stopped run keeps what it finished)."""
+    """Time :func:`configs_for` of each shape on this process's GPU (module docstring), each config ``rounds``
+    times in interleaved rounds (the median kept); ``part``: write the table after each shape, whole (a stopped run
+    keeps what it finished)."""
     import torch
 
     from .cache import write_whole
@@ -122,7 +125,7 @@ def tune(
         cublas = kernel_time(partial(torch.matmul, A, B, out=D))
         del A, B, D
         build = partial(_build, shape=shape, dtype=dtype)
-        times = time_configs(m, n, k, dtype, configs_for(shape, target, top, extra, dtype), build)
+        times = time_configs(m, n, k, dtype, configs_for(shape, target, top, extra, dtype), build, rounds)
         seconds = {c.name: t for c, t in times.items() if math.isfinite(t)}
         for c in (c for c, t in times.items() if not math.isfinite(t)):
             print(f"{m}x{n}x{k} {c.name}: did not build or run", file=sys.stderr, flush=True)
@@ -146,10 +149,10 @@ def _build(config: Config, shape: Shape, dtype: str) -> Any:
     return compile_config(config, *shape, dtype)
 
 
-def _worker(args: tuple[int, list[Shape], int, int, str, str]) -> str:
-    gpu, shapes, top, extra, dtype, part = args
+def _worker(args: tuple[int, list[Shape], int, int, str, str, int]) -> str:
+    gpu, shapes, top, extra, dtype, part, rounds = args
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    tune(shapes, top, extra, dtype, progress=True, part=Path(part))
+    tune(shapes, top, extra, dtype, progress=True, part=Path(part), rounds=rounds)
     return part
 
 
@@ -162,9 +165,12 @@ def run(
     shard: tuple[int, int] = (0, 1),
     gpus: int | None = None,
     compile_processes: int | None = None,
+    rounds: int = 1,
 ) -> Table:
-    """This host's share of ``shapes`` (``shard``) over its GPUs, one spawned worker each; the merged table is
-    written to ``out`` (and the workers' parts beside it)."""
+    """This host's share of ``shapes`` (``shard``) over its GPUs, one spawned worker each, every config timed in
+    ``rounds`` interleaved rounds; the merged table is written to ``out`` (and the workers' parts beside it)."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"tune: rounds must be a positive integer, got {rounds!r}")
     import multiprocessing as mp
 
     from .select.resolve import device_target
@@ -185,7 +191,7 @@ def run(
     for e in errors[:20]:
         print("  " + e, file=sys.stderr)
     parts = [str(out.with_suffix(f".part{g}.json")) for g in range(gpus)]
-    jobs = [(g, mine[g::gpus], top, extra, dtype, parts[g]) for g in range(gpus)]
+    jobs = [(g, mine[g::gpus], top, extra, dtype, parts[g], rounds) for g in range(gpus)]
     with ProcessPoolExecutor(max_workers=gpus, mp_context=mp.get_context("spawn")) as pool:
         list(pool.map(_worker, jobs))
     return merge([Path(p) for p in parts if Path(p).exists()], out)

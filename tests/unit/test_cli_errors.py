@@ -79,3 +79,21 @@ def test_shape_sets_skip_then_limit():
     assert _shapes("train", skip=390) == everything[390:]
     with pytest.raises(ValueError, match="--skip must be a positive integer"):
         _shapes("train", skip=-1)
+
+
+@pytest.mark.parametrize("argv", [["tune", "test", "--rounds", "0"], ["heldout", "test", "--plot", "t.jpeg"]])
+def test_timing_commands_refuse_bad_options_before_any_work(capsys, argv):
+    """No GPU is asked for: the option is checked first, and the message names it."""
+    assert run(argv) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("error: ") and argv[2] in out.err
+
+
+def test_tune_run_refuses_bad_rounds_before_any_work():
+    from pathlib import Path
+
+    from ctgraph import tune
+
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="rounds must be a positive integer"):
+            tune.run([(64, 64, 64)], Path("unused.json"), rounds=bad)
