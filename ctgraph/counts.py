@@ -36,6 +36,7 @@ from .expr import ceildiv
 __all__ = [
     "ceil_div",
     "in_step",
+    "itemsize",
     "k_iterations",
     "output_tiles",
     "padding",
@@ -82,6 +83,11 @@ def output_tiles(m: int, n: int, tile: Tile) -> int:
     """``T = ceil(m / BM) * ceil(n / BN)``."""
     tm, tn = tile_counts(m, n, tile)
     return tm * tn
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes of one element of A, B or D: 2 for float16, 4 for float32."""
+    return 2 if dtype == "float16" else 4
 
 
 def padding(m: int, n: int, tile: Tile) -> float:

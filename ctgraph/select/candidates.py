@@ -33,7 +33,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
-from ..counts import k_iterations, padding, split_chunks, split_sk_dp, splitk_workgroups, step_grids, tile_counts
+from ..counts import (
+    itemsize,
+    k_iterations,
+    padding,
+    split_chunks,
+    split_sk_dp,
+    splitk_workgroups,
+    step_grids,
+    tile_counts,
+)
 from .config import Config, Layout, cluster_grid
 from .target import Target
 
@@ -152,8 +161,7 @@ def hidden_padding(m: int, n: int, dtype: str, tile: tuple[int, int, int], layou
     if not layout.swap:
         return False
     tm, tn = tile_counts(m, n, tile)
-    itemsize = 2 if dtype == "float16" else 4
-    return 2 * tm * tile[0] * tn * tile[1] / target.tensor_flops <= (m + n) * itemsize / target.hbm_bandwidth
+    return 2 * tm * tile[0] * tn * tile[1] / target.tensor_flops <= (m + n) * itemsize(dtype) / target.hbm_bandwidth
 
 
 def order_group(tm: int) -> int:
@@ -175,8 +183,7 @@ def schedules(
     tm, tn = tile_counts(m, n, tile)
     tiles, kt = tm * tn, k_iterations(k, tile)
     resident = target.resident(layout.cluster)
-    itemsize = 2 if dtype == "float16" else 4
-    big = (m + n) * k * itemsize > target.l2_bytes
+    big = (m + n) * k * itemsize(dtype) > target.l2_bytes
     group = order_group(tm) if big else 1
     orders = (group, 1) if group > 1 else (1,)  # grouped first: a tie keeps the order that reuses the L2
     out: list[Config] = []

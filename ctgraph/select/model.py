@@ -55,7 +55,17 @@ from importlib import resources
 from pathlib import Path
 
 from .. import knobs
-from ..counts import in_step, k_iterations, padding, per_workgroup, sk_dp_iterations, split_chunks, tile_counts, waves
+from ..counts import (
+    in_step,
+    itemsize,
+    k_iterations,
+    padding,
+    per_workgroup,
+    sk_dp_iterations,
+    split_chunks,
+    tile_counts,
+    waves,
+)
 from .config import Config
 from .target import Target
 
@@ -113,16 +123,12 @@ FEATURES = (
 )
 
 
-def _itemsize(dtype: str) -> int:
-    return 2 if dtype == "float16" else 4
-
-
 def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, active: int, shared: bool) -> float:
     """Seconds of one K iteration of a workgroup with ``active`` workgroups loading (``shared``: they read K in
     step, so a wave's slice comes from HBM once)."""
     bm, bn, bk = c.tile
     cm, cn = c.layout.grid
-    s = _itemsize(dtype)
+    s = itemsize(dtype)
     cta_m, cta_n = bm / cm, bn / cn
     ctas = active * c.layout.cluster
     math_t = 2 * cta_m * cta_n * bk / (target.tensor_flops / target.sms) / EFFICIENCY
@@ -152,7 +158,7 @@ def _stages(c: Config, dtype: str, target: Target) -> int:
     :data:`MAX_STAGES`."""
     bm, bn, bk = c.tile
     cm, cn = c.layout.grid
-    s = _itemsize(dtype)
+    s = itemsize(dtype)
     rows, cols = bm // cm, bn // cn
     stride = max(-(-rows * bk * s // 1024) * 1024, A_STAGE_MIN) + -(-cols // 64) * 64 * bk * s
     warpgroups = -(-(cols if c.layout.swap else rows) // 64)
@@ -206,7 +212,7 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
     tm, tn = tile_counts(m, n, c.tile)
     tiles, kt = tm * tn, k_iterations(k, c.tile)
     cm, cn = c.layout.grid
-    s = _itemsize(dtype)
+    s = itemsize(dtype)
     w, last = waves(tiles, c.workgroups)
     phi = [
         1.0,
