@@ -256,6 +256,7 @@ def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, in
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from .select.autotune import check_rounds
     from .tune import merge, parse_shard, run
 
     if args.merge:
@@ -264,8 +265,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     if not args.shapes:
         raise ValueError("tune: give a shape set (or --merge TABLES)")
-    if args.rounds < 1:
-        raise ValueError(f"tune: --rounds must be a positive integer, got {args.rounds}")
+    check_rounds(args.rounds, "tune: --rounds")  # before the GPU stack is asked for
     shapes = _shapes(args.shapes, args.limit, args.skip)
     _require_gpu_stack("python -m ctgraph tune")
     table = run(

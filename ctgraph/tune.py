@@ -169,11 +169,12 @@ def run(
 ) -> Table:
     """This host's share of ``shapes`` (``shard``) over its GPUs, one spawned worker each, every config timed in
     ``rounds`` interleaved rounds; the merged table is written to ``out`` (and the workers' parts beside it)."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"tune: rounds must be a positive integer, got {rounds!r}")
     import multiprocessing as mp
 
+    from .select.autotune import check_rounds
     from .select.resolve import device_target
+
+    check_rounds(rounds, "tune: rounds")
 
     i, n = shard
     mine = shapes[i::n]
