@@ -338,18 +338,14 @@ def cmd_heldout(args: argparse.Namespace) -> int:
         if not Path(args.shapes).is_file():
             raise ValueError(f"heldout --summarize: {args.shapes!r} is not a file; give a CSV that heldout --out wrote")
         rows = read(Path(args.shapes))
-        print(summary(rows))
-        print(by_kind(rows))
-        if args.plot:
-            print(f"wrote {plot_heldout(rows, args.plot, Path(args.shapes).stem)}")
-        return 0
-    shapes = _shapes(args.shapes, args.limit)
-    if args.stability:
-        for d in (8, 64):
-            print(f"+{d}: {stability(shapes, d):.3f} of {len(shapes)} shapes keep their tile, layout and transform")
-        return 0
-    _require_gpu_stack("python -m ctgraph heldout")
-    rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
+    else:
+        shapes = _shapes(args.shapes, args.limit)
+        if args.stability:
+            for d in (8, 64):
+                print(f"+{d}: {stability(shapes, d):.3f} of {len(shapes)} shapes keep their tile, layout and transform")
+            return 0
+        _require_gpu_stack("python -m ctgraph heldout")
+        rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
     print(summary(rows))
     print(by_kind(rows))
     if args.plot:
