@@ -8,7 +8,9 @@ Generated from ``(m, n, k)``, the :class:`~ctgraph.select.target.Target` and the
   one row (column) of the output, and no grid has more workgroups than work to give;
 - **bounded padding**: the multiply-adds spent on padding (:func:`~ctgraph.counts.padding`) stay within
   :data:`PAD_LIMIT`, or within :data:`PAD_SLACK` of the least any candidate tile reaches, or, for a swapped tile,
-  hide under the loads (:func:`hidden_padding`).
+  hide under the loads (:func:`hidden_padding`);
+- **one tile along a skinny side** (:func:`wide_enough`): on a skinny m (thin n) with a wide other side, further
+  tile rows (columns) only read B (A) again.
 
 Tiles on the wgmma path (``BK = 64``):
 
@@ -57,11 +59,13 @@ __all__ = [
     "schedules",
     "tiles_for",
     "wave_layouts",
+    "wide_enough",
 ]
 
 BK = 64
 PAD_LIMIT = 0.25  # padding a tile may always have (a quarter more multiply-adds)
 PAD_SLACK = 0.10  # beyond PAD_LIMIT: this much more than the least padding of any candidate tile
+SKINNY = 128  # the rows (columns) one tile row (column) holds on a skinny output: see wide_enough
 RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GROUP_SIZE_M)
 BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
@@ -144,9 +148,27 @@ def tiles_for(
         if not one:
             raise ValueError(f"the backend runs none of the {path} path's candidate tiles for {dtype}")
         ok = [min(one, key=lambda c: c[0][0] * c[0][1])]
+    if path == "wgmma" and wide_enough(m, n, target):  # a skinny m: one tile row
+        ok = [(t, lay) for t, lay in ok if t[0] >= m] or ok
+    if path == "wgmma" and wide_enough(n, m, target):  # a thin n: one tile column
+        ok = [(t, lay) for t, lay in ok if t[1] >= n] or ok
     least = min(padding(m, n, t) for t, _ in ok)
     bound = max(PAD_LIMIT, least + PAD_SLACK)
     return sorted((t, lay) for t, lay in ok if padding(m, n, t) <= bound or hidden_padding(m, n, dtype, t, lay, target))
+
+
+def wide_enough(skinny: int, wide: int, target: Target) -> bool:
+    """Whether a skinny side of the output (at most :data:`SKINNY` rows, or columns) stays in one tile: where the
+    other side makes at least ``SMs / 8`` tiles of 64, those tiles (with split-K and Stream-K) give the SMs their
+    work, and each further tile along the skinny side only reads the wide side's operand again (B for a skinny m, A
+    for a thin n).
+
+    In the tune samples (2026-11-27, H200 and H100; shapes where tiles of one and of several tiles along the skinny
+    side were both timed): for ``m <= 128``, several tile rows beat one on 7 of 50 shapes, all with ``n <= 744`` (by
+    3% to 11%), and lost on all 36 with ``n > 960`` (by 0% to 112%, 1.31x at the geomean); for ``n <= 128``, several
+    tile columns lost on 15 of the 18 shapes with ``m > 960`` (by up to 179%, 1.51x at the geomean over the 18) and
+    won on 3 by 3% to 4%."""
+    return skinny <= SKINNY and -(-wide // 64) >= target.sms // 8
 
 
 def hidden_padding(m: int, n: int, dtype: str, tile: tuple[int, int, int], layout: Layout, target: Target) -> bool:

@@ -445,3 +445,20 @@ def test_the_shipped_ranker_prices_every_candidate_of_a_degenerate_shape(shape):
     for path in H100_SXM.paths("float16", k, n):
         ranked = rank(m, n, k, "float16", H100_SXM, path, CUDA.supports)
         assert ranked and all(math.isfinite(t) and t > 0 for _, t in ranked), path
+
+
+def test_a_skinny_side_on_a_wide_output_stays_in_one_tile():
+    """16x6400x1600 ran 8-row tiles (two tile rows, B read twice) at 0.70x cuBLAS: once the other side makes SMs / 8
+    tiles of 64, every candidate holds the skinny side in one tile; a narrow output may still split it."""
+    from ctgraph.select.candidates import wide_enough
+
+    assert (
+        wide_enough(16, 6400, H100_SXM) and not wide_enough(16, 744, H100_SXM) and not wide_enough(200, 6400, H100_SXM)
+    )
+    for m, n, k in ((16, 6400, 1600), (100, 4096, 4096), (128, 28672, 4096)):
+        pool = candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
+        assert pool and all(c.tile[0] >= m for c in pool), (m, n, k)
+    for m, n, k in ((6400, 16, 1600), (3768, 24, 1272), (14648, 128, 1080)):
+        pool = candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
+        assert pool and all(c.tile[1] >= n for c in pool), (m, n, k)
+    assert any(c.tile[0] < 24 for c in candidates(24, 744, 496, "float16", H100_SXM, "wgmma", CUDA.supports))
