@@ -6,8 +6,11 @@ each CTA ``BM/cm x BN/cn``; one K iteration of ``BK`` costs a CTA, with ``a`` CT
     math  = 2 (BM/cm)(BN/cn) BK / (F / SMs)                         F: the device's tensor FLOP/s
     L2    = a [ (BM/cm) BK / cn + (BN/cn) BK / cm ] s u / L2_rate    s: element bytes; u: 1.9 for rows off the
                                                                       128-byte lines (k s or n s not a multiple)
-    HBM   = [ r BM + c BN ] BK s / (0.7 HBM_rate)                       r x c: the tile rows x columns a wave touches
+    HBM   = z [ r BM + c BN ] BK s / (0.7 HBM_rate)                     r x c: the tile rows x columns a wave touches
                                                                       (row-major: c = min(a, tn); raster G: r = G);
+                                                                      z = max(1, a / (r c)): the K slabs in flight
+                                                                      (split-K and Stream-K put several workgroups
+                                                                      on one tile, each reading its own slab);
                                                                       0 where A and B fit in half the L2; a (BM + BN)
                                                                       BK s / HBM_rate where the workgroups read K out
                                                                       of step and the wave's r BM + c BN rows of K
@@ -28,7 +31,11 @@ were chosen by the fitted ranker's train regret, 1.054 -> 1.032). The ring term 
 stages cannot keep enough bytes in flight (thin outputs on few CTAs, against split-K on every SM): RING_LATENCY 2 us,
 chosen the same way, took the refit's train / validation regret from 1.039 / 1.038 to 1.035 / 1.029 (400-shape H200
 sample). On fresh shapes it helped large ones and hurt thin outputs and small m, about even overall; the held-out
-sets show no gain (docs/selection.md).
+sets show no gain (docs/selection.md). The slab count ``z`` stops split-K and Stream-K from reading K ``s`` times
+faster than a data-parallel grid on a memory-bound output (small m, wide n and k: the old model ranked split-K first
+on such shapes, 10-20% slower than data-parallel on an H100): refitted with an H100 sample of that stratum (40
+train, 20 validation shapes), validation regret 1.0400 -> 1.0397 over both devices' validation shapes, 1.047 ->
+1.033 on the stratum's.
 
 A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` workgroups a fixup of
 ``FIXUP_LEVEL + (BM/cm)(BN/cn) 4 / FIXUP_RATE`` per level of a radix-4 tree, and a Stream-K section out of step
@@ -140,9 +147,10 @@ def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, ac
         tm, tn = tile_counts(m, n, c.tile)
         rows = min(tm, c.raster) if c.raster > 1 else min(tm, -(-active // tn))
         cols = min(tn, -(-active // rows))
+        slabs = max(1.0, active / (rows * cols))  # workgroups beyond the tiles read other K slabs of them
         if shared or (rows * bm + cols * bn) * k * s <= target.l2_bytes / 2:
             hbm = (
-                (rows * bm + cols * bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
+                slabs * (rows * bm + cols * bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
             )  # rows and columns stay in the L2
         else:  # out of step and too many rows for the L2: each workgroup streams its own
             hbm = active * (bm + bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
