@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import threading
 
 import numpy as np
@@ -212,6 +213,8 @@ def _free_bytes():
 def test_memory_returns_after_a_thousand_programs():
     """Workspaces (torch's allocator) and modules go with their programs: after 1000 programs of many shapes and
     schedules are created, called and dropped, torch's allocated bytes and the device's free bytes are back."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.skip("the free bytes count every xdist worker's memory: run this test alone (make test-gpu)")
     shapes = [(64 + 8 * i, 64 + 16 * (i % 7), 256 + 64 * (i % 5)) for i in range(40)]
     transforms = ("streamk", "dataparallel", "splitk_reduce")
 
