@@ -176,6 +176,19 @@ def test_analytic_model_prices_waves_and_l2_reuse():
     )
 
 
+@pytest.mark.parametrize("transform, split", [("splitk_reduce", 4), ("streamk", None)])
+def test_analytic_model_reads_k_once_however_it_is_split(transform, split):
+    """22x6144x4096 streams B (50 MB) from HBM: workgroups sharing a tile read their own K slabs, so splitting K over
+    four times the workgroups cannot read it faster (the old model priced split-K at half the data-parallel time;
+    measured on an H100 it ran 23.1 us against 19.7)."""
+    m, n, k = 22, 6144, 4096
+    dp = Config((24, 192, 64), Layout(1, "b", True), "dataparallel", 32)
+    shared = dataclasses.replace(dp, transform=transform, workgroups=128, split=split)
+    b_once = n * k * 2 / (0.7 * H100_SXM.hbm_bandwidth)
+    assert analytic(shared, m, n, k, "float16", H100_SXM) >= b_once
+    assert analytic(shared, m, n, k, "float16", H100_SXM) >= 0.9 * analytic(dp, m, n, k, "float16", H100_SXM)
+
+
 def test_correction_round_trips_and_multiplies():
     c = Correction("sm90", tuple(0.1 * i for i in range(len(FEATURES))), "abc", FEATURES, (("lambda", "1.0"),))
     assert Correction.from_json(c.to_json()) == c
