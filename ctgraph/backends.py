@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from .deps import MissingDependency, from_import_error
 
 if TYPE_CHECKING:
-    from .select.config import Layout
-    from .select.target import Target
+    from .config import Layout
+    from .target import Target
 
 __all__ = [
     "BACKENDS",

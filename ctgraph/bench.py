@@ -35,12 +35,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .config import tile_name
 from .deps import require
 from .gemm import check_problem, positive_int
 from .measure import call_time as _call_time
 from .measure import kernel_time as _kernel_time
 from .passes import TAKES_SPLIT, TRANSFORMS
-from .select.config import tile_name
 
 __all__ = ["PEAK_TFLOPS", "run_bench"]
 

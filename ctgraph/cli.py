@@ -284,7 +284,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .select.cache import Table
     from .select.fit import fit, is_current
     from .select.model import load_correction
-    from .select.target import known_target
+    from .target import known_target
 
     if args.check:  # is the shipped (or calibrated) correction fitted on the kernels this code generates?
         correction = load_correction(args.check)

@@ -19,7 +19,7 @@ def cache_dir() -> Path:
 
 
 def target_device() -> str | None:
-    """``CTGRAPH_TARGET_DEVICE``: the known device (:data:`ctgraph.select.target.KNOWN`) that selection assumes
+    """``CTGRAPH_TARGET_DEVICE``: the known device (:data:`ctgraph.target.KNOWN`) that selection assumes
     where no GPU answers (``build=False``, ``macro_tile="auto"`` on a machine without one); unset: the GPU when one
     answers, else the H100 SXM."""
     return os.environ.get("CTGRAPH_TARGET_DEVICE") or None

@@ -32,8 +32,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .config import Config
 from .select.cache import Entry, Table, key
-from .select.config import Config
 
 __all__ = ["configs_for", "merge", "parse_shard", "run", "tune"]
 

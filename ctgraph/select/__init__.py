@@ -16,12 +16,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ..config import Config, Layout, parse_tile, tile_name
 from ..counts import k_iterations, tile_counts
+from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target
 from . import cache
 from .candidates import Supports, candidates, schedules
-from .config import Config, Layout, parse_tile, tile_name
 from .model import Correction, load_correction, predict, user_correction_path
-from .target import CPU, H100_SXM, H200, KNOWN, Target, known_target
 
 __all__ = [
     "CPU",

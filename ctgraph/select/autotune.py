@@ -18,9 +18,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
+from ..config import Config
+from ..target import Target
 from .cache import Entry, key, store
-from .config import Config
-from .target import Target
 
 __all__ = ["ROUNDS", "TOP", "autotune", "check_rounds", "interleaved", "time_configs"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import knobs
 from ..cache import write_whole
-from .config import Config
+from ..config import Config
 
 __all__ = ["Entry", "Table", "key", "load", "load_user", "shipped_path", "user_path"]
 

@@ -1,6 +1,6 @@
 """Shape- and path-aware candidates: every (tile, cluster layout, schedule, grid, tile order) worth ranking.
 
-Generated from ``(m, n, k)``, the :class:`~ctgraph.select.target.Target` and the instruction path that will run
+Generated from ``(m, n, k)``, the :class:`~ctgraph.target.Target` and the instruction path that will run
 (:meth:`Target.paths`), never from a list of shapes. Three rules hold for every candidate (tested with hypothesis):
 
 - **valid for its path**: the backend accepts the tile and layout (``backend.supports``);
@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
+from ..config import Config, Layout, cluster_grid
 from ..counts import (
     itemsize,
     k_iterations,
@@ -45,8 +46,7 @@ from ..counts import (
     step_grids,
     tile_counts,
 )
-from .config import Config, Layout, cluster_grid
-from .target import Target
+from ..target import Target
 
 __all__ = [
     "PAD_LIMIT",

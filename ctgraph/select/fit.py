@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import Config, Layout
+from ..target import Target, known_target
 from .cache import Table
-from .config import Config, Layout
 from .model import FEATURES, Correction, analytic, features
-from .target import Target, known_target
 
 __all__ = ["LAMBDAS", "REFERENCE_CONFIGS", "Fit", "fit", "is_current", "kernel_hash", "pooled", "regret", "samples"]
 
@@ -137,7 +137,7 @@ class Fit:
 
 def _read_on(tables: Table | Sequence[Table], target: Target) -> list[tuple[Table, Target]]:
     """Each table with the target it is read on: one table on ``target``; several each on the known target of its
-    own device (:func:`~ctgraph.select.target.known_target`: its SMs, L2 and bandwidth), of ``target``'s family."""
+    own device (:func:`~ctgraph.target.known_target`: its SMs, L2 and bandwidth), of ``target``'s family."""
     tables = [tables] if isinstance(tables, Table) else list(tables)
     if len(tables) == 1:
         return [(tables[0], target)]

@@ -62,6 +62,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import knobs
+from ..config import Config
 from ..counts import (
     in_step,
     itemsize,
@@ -73,8 +74,7 @@ from ..counts import (
     tile_counts,
     waves,
 )
-from .config import Config
-from .target import Target
+from ..target import Target
 
 __all__ = ["FEATURES", "Correction", "analytic", "features", "load_correction", "predict", "user_correction_path"]
 

@@ -1,7 +1,7 @@
 """The front end's ``"auto"``: from a GEMM graph, a backend name and options to a config, through the registry.
 
 :func:`target_of` takes the known device ``CTGRAPH_TARGET_DEVICE`` names, else asks the backend for its
-:class:`~ctgraph.select.target.Target` where a GPU answers, else takes the H100 SXM: ``build=False`` decides
+:class:`~ctgraph.target.Target` where a GPU answers, else takes the H100 SXM: ``build=False`` decides
 without a GPU.
 :func:`choose` resolves ``transform="auto"``: the tile too where the graph was built with ``macro_tile="auto"``
 (the graph is then rebuilt with the tile chosen for this target), else the schedule of the graph's tile.
@@ -14,11 +14,11 @@ from typing import Any
 
 from .. import knobs
 from ..backends import backend, cuda_available
+from ..config import Config, Layout
 from ..graph import CoordinateGraph
+from ..target import Target, known_target
 from . import Selection, select, select_schedule
 from .autotune import autotune as run_autotune
-from .config import Config, Layout
-from .target import Target, known_target
 
 __all__ = ["LAYOUT_OPTIONS", "choose", "default_target", "device_target", "path_of", "target_of"]
 

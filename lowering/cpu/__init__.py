@@ -14,11 +14,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from ctgraph.config import Layout
 from ctgraph.lower import fixup_dependencies, launch_grids, lower_to_control, partial_slots
 from ctgraph.operands import check_host_operands, check_scalars
 from ctgraph.params import bindings
-from ctgraph.select.config import Layout
-from ctgraph.select.target import CPU, Target
+from ctgraph.target import CPU, Target
 
 from .codegen import generate
 from .jit import cache_info, compile_ir

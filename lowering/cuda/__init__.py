@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctgraph.select.config import Layout, cluster_grid
-from ctgraph.select.target import Target
+from ctgraph.config import Layout, cluster_grid
+from ctgraph.target import Target
 
 from .emit import generate as generate  # re-exported: the names this module had before the split
 from .options import CudaOptions, options_from

@@ -1,9 +1,9 @@
-"""The current CUDA device as a :class:`ctgraph.select.target.Target`, from the driver's attributes.
+"""The current CUDA device as a :class:`ctgraph.target.Target`, from the driver's attributes.
 
 SMs, L2, shared memory, registers, clocks and the memory bus come from ``cuDeviceGetAttribute``; HBM bandwidth is
 ``2 x memory clock x bus width`` (double data rate). Tensor FLOP/s per SM and clock is the architecture's (4096 dense
 fp16 FLOP per clock on an SM90 SM, at the clock the driver reports). A known device
-(:data:`ctgraph.select.target.KNOWN`, matched by name, SMs and compute capability) is returned as known, so selection on
+(:data:`ctgraph.target.KNOWN`, matched by name, SMs and compute capability) is returned as known, so selection on
 the device and off it (``build=False``, ``CTGRAPH_TARGET_DEVICE``) agree; another SM90 device gets the H100's resident
 clusters scaled by SMs, a device of another family ``SMs / cluster``.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 
-from ctgraph.select.target import H100_SXM, KNOWN, Target
+from ctgraph.target import H100_SXM, KNOWN, Target
 
 from .contexts import current_device
 from .driver import _check, _lib

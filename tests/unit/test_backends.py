@@ -12,8 +12,8 @@ import pytest
 import ctgraph
 from ctgraph import backends
 from ctgraph.backends import Backend, Program, backend, register, resolve_target, unregister
-from ctgraph.select.config import Layout
-from ctgraph.select.target import CPU
+from ctgraph.config import Layout
+from ctgraph.target import CPU
 
 FAKE = "fake"
 FAKE_TARGET = CPU.with_(name="a fake device", sms=6)  # 6 workgroups at once, where the CPU has 8

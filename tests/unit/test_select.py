@@ -265,7 +265,7 @@ def test_fit_pools_the_devices_of_a_family(monkeypatch, tmp_path, capsys):
     analytic model and fixed effect), the fit of a correction both share ranks both exactly, and a table of another
     family is refused by name; ``fit --also`` reads them."""
     from ctgraph.cli import main
-    from ctgraph.select import target as targets
+    from ctgraph import target as targets
     from ctgraph.select.fit import pooled
 
     true = np.zeros(len(FEATURES))
@@ -432,7 +432,7 @@ def test_ctgraph_reaches_backends_only_through_the_registry():
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n == "lowering" or n.startswith("lowering.") for n in names), path
     lowering_root = root.parent / "lowering"
-    allowed = {"ctgraph.select.config", "ctgraph.select.target"}
+    allowed = {"ctgraph.config", "ctgraph.target"}
     for path in lowering_root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctgraph.select"):

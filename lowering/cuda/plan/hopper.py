@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 
-from ctgraph.select.config import cluster_grid
+from ctgraph.config import cluster_grid
 
 from ..options import CLUSTERS, CudaOptions
 from ..ptx import WGMMA_N, WGMMA_SWAP_N
