@@ -32,8 +32,10 @@ DTYPES = ("float16", "float32")
 _KERNELS: LRU[Any] = LRU(KERNELS)  # (a.shape, b.shape, dtype, is_cuda) -> kernel
 _LOCK = threading.RLock()  # NOTE: re-entrant: importing torch under it runs the post-import hook, which takes it
 _REGISTERED = False
-SCHEMA = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor"
-SCHEMA_OUT = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!) out) -> ()"
+SCHEMA = "(Tensor a, Tensor b, Tensor? c=None, float alpha=1.0, float beta=0.0) -> Tensor"
+SCHEMA_OUT = (
+    "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!) out) -> ()"  # custom_op: no kwarg-only tensors
+)
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -170,11 +172,15 @@ def _register(torch: Any) -> None:
     """The two ops, their fake implementations and ``ctgraph::matmul``'s autograd formula."""
 
     @torch.library.custom_op("ctgraph::matmul", mutates_args=(), schema=SCHEMA)
-    def matmul_op(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float) -> torch.Tensor:
+    def matmul_op(
+        a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, alpha: float = 1.0, beta: float = 0.0
+    ) -> torch.Tensor:
         return _run(a, b, c, alpha, beta, None)
 
     @matmul_op.register_fake
-    def _(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float, beta: float) -> torch.Tensor:
+    def _(
+        a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, alpha: float = 1.0, beta: float = 0.0
+    ) -> torch.Tensor:
         torch._check(a.shape[1] == b.shape[0], lambda: "a's columns must equal b's rows")
         return a.new_empty((a.shape[0], b.shape[1]))
 

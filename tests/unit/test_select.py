@@ -264,8 +264,8 @@ def test_fit_pools_the_devices_of_a_family(monkeypatch, tmp_path, capsys):
     """An H100's and an H200's tables fit one correction: the same shape on two devices is two shapes (each its own
     analytic model and fixed effect), the fit of a correction both share ranks both exactly, and a table of another
     family is refused by name; ``fit --also`` reads them."""
-    from ctgraph.cli import main
     from ctgraph import target as targets
+    from ctgraph.cli import main
     from ctgraph.select.fit import pooled
 
     true = np.zeros(len(FEATURES))

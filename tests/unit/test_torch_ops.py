@@ -53,6 +53,16 @@ def test_the_ops_pass_torchs_checks():
     torch.library.opcheck(torch.ops.ctgraph.matmul_out.default, (a, b, None, 1.0, 0.0, torch.empty(16, 24)))
 
 
+def test_the_ops_take_matmuls_defaults():
+    """``torch.ops.ctgraph.matmul(a, b, c=None, alpha=1.0, beta=0.0)``, the defaults of ``ctgraph.matmul``."""
+    a, b, c = operands(16, 24, 8)
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(torch.ops.ctgraph.matmul(a, b).double(), ref, rtol=1e-5, atol=1e-5)
+    got = torch.ops.ctgraph.matmul(a, b, c=c, beta=0.5)
+    torch.testing.assert_close(got.double(), ref + 0.5 * c.double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.ops.ctgraph.matmul(a, b, alpha=2.0).double(), 2 * ref, rtol=1e-5, atol=1e-5)
+
+
 def test_registered_when_torch_comes_after_ctgraph():
     code = textwrap.dedent("""
         import ctgraph, torch
