@@ -33,9 +33,8 @@ _KERNELS: LRU[Any] = LRU(KERNELS)  # (a.shape, b.shape, dtype, is_cuda) -> kerne
 _LOCK = threading.RLock()  # NOTE: re-entrant: importing torch under it runs the post-import hook, which takes it
 _REGISTERED = False
 SCHEMA = "(Tensor a, Tensor b, Tensor? c=None, float alpha=1.0, float beta=0.0) -> Tensor"
-SCHEMA_OUT = (
-    "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!) out) -> ()"  # custom_op: no kwarg-only tensors
-)
+# NOTE: out is positional and so nothing before it has a default: custom_op takes no keyword-only tensors
+SCHEMA_OUT = "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!) out) -> ()"
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
