@@ -155,7 +155,7 @@ def compile(
     sk_batches: int | None = None,
     split: int | None = None,
     raster: int | None = None,
-    autotune: bool | None = None,
+    autotune: bool = False,
     **options: Any,
 ) -> Kernel:
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
@@ -167,9 +167,10 @@ def compile(
     was built with ``macro_tile="auto"``) from :mod:`ctgraph.select`: the device's measured entry for this shape,
     else the ranker's best candidate; ``kern.selection`` says what and why; ``sk_batches`` and ``split`` are
     chosen too, and a ``workgroups`` of yours is kept (split-K then takes the chunks it holds). ``autotune=True``
-    (default ``CTGRAPH_AUTOTUNE``): for a graph built with ``macro_tile="auto"``, the ranker's top candidates are
+    (or ``CTGRAPH_AUTOTUNE=1``): for a graph built with ``macro_tile="auto"``, the ranker's top candidates are
     timed on the GPU where the device has no entry for the shape, and the winner is cached per device
-    (:mod:`ctgraph.select.autotune`).
+    (:mod:`ctgraph.select.autotune`). ``autotune=True`` with ``build=False`` is an error (timing needs the GPU);
+    the environment variable only applies where a kernel is built on a GPU, so it never breaks ``build=False``.
     ``workgroups``: the grid size g; default: the workgroups the device holds at once on "cuda" (one CTA per SM,
     which fills an SM on the wgmma path and is a lower bound on the mma paths; whole clusters where a workgroup is
     a cluster), :data:`CPU_WORKGROUPS` on "cpu";
@@ -196,10 +197,8 @@ def compile(
     build = check_build(options)
     target = resolve_target(target)
     check_options(options, target)
-    if autotune is None:
-        autotune = knobs.autotune()
     if not isinstance(autotune, bool):
-        raise ValueError(f"autotune must be True, False or None (CTGRAPH_AUTOTUNE), got {autotune!r}")
+        raise ValueError(f"autotune must be True or False (or CTGRAPH_AUTOTUNE=1 in the environment), got {autotune!r}")
     check_index_range(graph.attrs["gemm"])
     if target == "cuda" and build:
         require_cuda("compile(target='cuda') with build=True")
@@ -213,9 +212,10 @@ def compile(
         for name, given in (("sk_batches", sk_batches), ("split", split)):
             if given is not None:
                 raise ValueError(f'{name} is chosen by transform="auto"; pass a transform to set it')
-        if autotune and target == "cuda" and options.get("build", True) is False:
+        if autotune and target == "cuda" and not build:
             raise ValueError("autotune times kernels on the GPU: it needs build=True")
-        tuner = _autotune_build(graph, target, options) if autotune and target == "cuda" else None
+        timed = (autotune or knobs.autotune()) and target == "cuda" and build
+        tuner = _autotune_build(graph, target, options) if timed else None
         selection = choose(graph, target, device, options, tuner)
         config = selection.config
         if config.tile != graph.attrs["gemm"].macro_tile:  # a graph built with macro_tile="auto": the target's tile

@@ -366,8 +366,11 @@ def test_auto_without_a_gpu_decides_for_the_known_device(monkeypatch):
     kern.source  # noqa: B018 -- generates
     with pytest.raises(ValueError, match="autotune times kernels on the GPU"):
         ctgraph.compile(ctgraph.gemm(130, 72, 4104), "auto", target="cuda", build=False, autotune=True)
-    with pytest.raises(ValueError, match="autotune must be True, False or None"):
+    with pytest.raises(ValueError, match="autotune must be True or False"):
         ctgraph.compile(ctgraph.gemm(130, 72, 4104), "auto", target="cpu", autotune="yes")
+    monkeypatch.setenv("CTGRAPH_AUTOTUNE", "1")  # the environment's autotune applies to built kernels only
+    auto = ctgraph.compile(ctgraph.gemm(130, 72, 4104, macro_tile="auto"), "auto", target="cuda", build=False)
+    assert auto.selection == kern.selection
 
 
 def test_unaligned_auto_shapes_compile_on_the_element_load_path():
