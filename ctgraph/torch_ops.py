@@ -6,7 +6,8 @@ backend on torch's current stream; CPU tensors the CPU backend. The kernel comes
 (``macro_tile="auto"``, ``transform="auto"``; ``CTGRAPH_AUTOTUNE=1`` times the ranker's top candidates once per
 shape) and is compiled once per (m, n, k, dtype, target): later calls of that shape go straight to the launch. A
 compiled binary serves every shape of its configuration, so a new shape costs selection and lowering, rarely nvcc.
-At most :data:`KERNELS` shapes are kept.
+At most :data:`KERNELS` shapes are kept. An empty product (``m``, ``n`` or ``k`` zero) is answered as torch answers
+it, with no kernel: an empty D, or ``beta * c`` (zeros without ``c``) for ``k = 0``.
 
 The same function is registered with ``torch.library`` as ``ctgraph::matmul`` (and ``ctgraph::matmul_out``, which
 writes ``out``), each with a fake implementation, so ``torch.compile(fullgraph=True)`` and CUDA graphs take a
@@ -80,6 +81,8 @@ def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
         kern = None
     if kern is None:
         kern = _kernel(a, b, c, out)
+        if kern is None:
+            return _empty(a, b, c, alpha, beta, out)
     if c is not None and beta == 0:
         from .api import CIgnoredWarning
 
@@ -111,8 +114,28 @@ def _run_cpu(kern: Any, a: Any, b: Any, c: Any, alpha: float, beta: float, out: 
     return out if out is not None else torch.from_numpy(d)
 
 
+def _empty(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
+    """An empty product, as torch's: ``m = 0`` or ``n = 0`` give an empty D, ``k = 0`` gives ``beta * c`` (or zeros)."""
+    import torch
+
+    shape = (a.shape[0], b.shape[1])
+    for name, x in (("c", c), ("out", out)):
+        if x is not None and tuple(x.shape) != shape:
+            raise ValueError(
+                f"{name} must have shape {shape} for this {shape[0]}x{shape[1]}x{a.shape[1]} GEMM, got {tuple(x.shape)}"
+            )
+    d = torch.zeros(shape, dtype=a.dtype, device=a.device)
+    if c is not None and beta != 0:
+        d = d + beta * c
+    if out is None:
+        return d
+    out.copy_(d)
+    return out
+
+
 def _kernel(a: Any, b: Any, c: Any, out: Any) -> Any:
-    """Check the operands (errors name the argument) and compile this shape's kernel, once."""
+    """Check the operands (errors name the argument) and compile this shape's kernel, once; None for an empty
+    product (:func:`_empty`)."""
     import torch
 
     for name, x in (("a", a), ("b", b), ("c", c), ("out", out)):
@@ -136,6 +159,8 @@ def _kernel(a: Any, b: Any, c: Any, out: Any) -> Any:
     from .gemm import gemm
 
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    if 0 in (m, n, k):  # no GEMM to compile: _empty answers, as torch.matmul does
+        return None
     key = (a.shape, b.shape, a.dtype, a.is_cuda)
     with _LOCK:
         kern = _KERNELS.get(key)

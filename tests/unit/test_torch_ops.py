@@ -88,6 +88,19 @@ def test_errors_name_the_argument():
         ctgraph.matmul(a, b, c=torch.zeros(8, 6))
 
 
+@pytest.mark.parametrize("shape", [(0, 5, 3), (4, 0, 3), (4, 5, 0), (0, 0, 0)], ids=str)
+def test_empty_products_match_torch(shape):
+    """As ``torch.matmul`` and ``torch.addmm``: no rows or columns give an empty D; ``k = 0`` gives ``beta * c``."""
+    m, n, k = shape
+    a, b, c = torch.randn(m, k), torch.randn(k, n), torch.randn(m, n)
+    assert torch.equal(ctgraph.matmul(a, b), a @ b)
+    torch.testing.assert_close(ctgraph.matmul(a, b, c=c, beta=2.0), torch.addmm(c, a, b, beta=2.0))
+    out = torch.full((m, n), 7.0)
+    assert ctgraph.matmul(a, b, out=out) is out and torch.equal(out, a @ b)
+    with pytest.raises(ValueError, match="out must have shape"):
+        ctgraph.matmul(a, b, out=torch.empty(m + 1, n))
+
+
 def test_autograd():
     a, b, c = (x.requires_grad_() for x in operands(24, 16, 8, seed=1))
     (ctgraph.matmul(a, b, c=c, alpha=0.5, beta=2.0) ** 2).sum().backward()
