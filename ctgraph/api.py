@@ -15,6 +15,7 @@ from typing import Any
 from . import knobs
 from .backends import backend, check_options, resolve_target
 from .checks import check_build, check_grid, check_index_range
+from .config import LAYOUT_OPTIONS
 from .counts import split_for_budget, splitk_workgroups
 from .deps import require_cuda
 from .gemm import GemmProblem, gemm
@@ -154,7 +155,7 @@ def compile(
     target: str = "auto",
     sk_batches: int | None = None,
     split: int | None = None,
-    raster: int | None = None,
+    raster: int | str | None = None,
     autotune: bool = False,
     **options: Any,
 ) -> Kernel:
@@ -176,8 +177,12 @@ def compile(
     a cluster), :data:`CPU_WORKGROUPS` on "cpu";
     "auto": the grid the ranker predicts fastest for this transform and tile. ``raster``: the order of the output
     tiles (not for split-K): 1 (default) row-major as seed 004; G > 1 walks G tile rows at once, column by column,
-    for L2 reuse (Triton's ``GROUP_SIZE_M``), capped at the tile rows; the last group is ragged (``Mt % G`` rows).
-    With ``transform="auto"`` the selection picks it unless given.
+    for L2 reuse (Triton's ``GROUP_SIZE_M``), capped at the tile rows; the last group is ragged (``Mt % G`` rows);
+    "auto": the order the ranker predicts fastest for this transform and tile (row-major on "cpu" and for
+    split-K). With ``transform="auto"`` the selection picks it unless given. The cluster layout options (cuda:
+    ``cluster``, ``multicast``, ``swap``) take "auto" too: with ``transform="auto"`` the selection's, with a named
+    transform the layout the ranker puts first for the graph's tile and that transform (agreeing with the layout
+    options given; the backend's default where selection offers no config of the tile).
     A grid above 2**31 - 1, or one above 65,536 that leaves workgroups without an iteration, is a
     ``ValueError`` (:mod:`ctgraph.checks`); on "cpu" split-K's default budget is ``max(8, tiles * split)``, so
     the default grid fits any GEMM. Without a GPU, "auto" decides for the known device of
@@ -196,7 +201,13 @@ def compile(
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
     build = check_build(options)
     target = resolve_target(target)
+    auto_layout = tuple(o for o in LAYOUT_OPTIONS if isinstance(options.get(o), str) and options[o] == "auto")
+    options = {o: v for o, v in options.items() if o not in auto_layout}  # "auto": selection's, below
     check_options(options, target)
+    if isinstance(raster, str) and raster != "auto":
+        raise ValueError(
+            f'raster must be a positive integer (tile rows walked together), None or "auto", got {raster!r}'
+        )
     if not isinstance(autotune, bool):
         raise ValueError(f"autotune must be True or False (or CTGRAPH_AUTOTUNE=1 in the environment), got {autotune!r}")
     check_index_range(graph.attrs["gemm"])
@@ -204,10 +215,15 @@ def compile(
         require_cuda("compile(target='cuda') with build=True")
     selection = None
     auto_tile = bool(graph.attrs.get("auto_tile"))
-    if transform == "auto" or workgroups in (None, "auto") or auto_tile:
-        from .select.resolve import LAYOUT_OPTIONS, choose, layout_for, resident, target_of, wgmma_options
+    if transform == "auto" or workgroups in (None, "auto") or auto_tile or auto_layout or raster == "auto":
+        from .select.resolve import auto_layout as ranked_layout
+        from .select.resolve import choose, layout_for, resident, target_of, wgmma_options
 
         device = target_of(target, options)
+        if auto_layout and target == "cuda" and not (transform == "auto" and auto_tile):  # the graph's tile is fixed
+            options = options | ranked_layout(
+                graph, target, device, None if transform == "auto" else transform, options
+            )
     if transform == "auto":
         for name, given in (("sk_batches", sk_batches), ("split", split)):
             if given is not None:
@@ -224,7 +240,7 @@ def compile(
         transform, sk_batches, split = config.transform, config.sk_batches, config.split
         if transform in TAKES_SPLIT:
             raster = None
-        elif raster is None:
+        elif raster in (None, "auto"):
             raster = config.raster
         if workgroups in (None, "auto"):
             workgroups = config.workgroups
@@ -240,18 +256,20 @@ def compile(
             options = options | config.layout.options()
     if target == "cuda" and (selection is not None or auto_tile):
         options = wgmma_options(graph, target, device, options)
-    pass_options(transform, 1, sk_batches, split, raster)  # checks the pass options before any work
-    if workgroups == "auto":  # the ranker's grid for this transform and tile
+    auto_order = raster == "auto" and transform not in TAKES_SPLIT  # split-K walks no tile order
+    order: int | None = None if isinstance(raster, str) else raster
+    pass_options(transform, 1, sk_batches, split, order)  # checks the pass options before any work
+    if workgroups == "auto" or auto_order:  # the ranker's grid and tile order for this transform and tile
         from .select import select_schedule
 
         if target == "cuda":
             p = graph.attrs["gemm"]
             layout_ = layout_for(graph, target, device, options)[1]
-            workgroups = select_schedule(
-                p.m, p.n, p.k, p.dtype, p.macro_tile, layout_, device, transform
-            ).config.workgroups
-        else:
-            workgroups = None  # the CPU's default grid, below
+            ranked = select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout_, device, transform).config
+            workgroups = ranked.workgroups if workgroups == "auto" else workgroups
+            order = ranked.raster if auto_order else order
+        else:  # the CPU's default grid (below) and row-major (its workgroups run one by one: no L2 to share)
+            workgroups = None if workgroups == "auto" else workgroups
     if workgroups is None:
         if target == "cuda":
             workgroups = resident(device, target, graph, options)
@@ -263,7 +281,7 @@ def compile(
     if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
     check_grid(graph.attrs["gemm"], int(workgroups))
-    kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, raster)
+    kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, order)
     kern.selection = selection
     if options.get("build", True):
         kern.program  # noqa: B018 -- lower, generate and (cuda) compile now, so errors surface here

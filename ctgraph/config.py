@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Config", "Layout", "cluster_grid", "parse_tile", "tile_name"]
+__all__ = ["LAYOUT_OPTIONS", "Config", "Layout", "cluster_grid", "parse_tile", "tile_name"]
+
+LAYOUT_OPTIONS = ("cluster", "multicast", "swap")  # the backend options a Layout sets (Layout.options)
 
 
 def tile_name(tile: tuple[int, int, int]) -> str:

@@ -14,15 +14,13 @@ from typing import Any
 
 from .. import knobs
 from ..backends import backend, cuda_available
-from ..config import Config, Layout
+from ..config import LAYOUT_OPTIONS, Config, Layout
 from ..graph import CoordinateGraph
 from ..target import Target, known_target
-from . import Selection, select, select_schedule
+from . import Selection, candidates, rank, select, select_schedule
 from .autotune import autotune as run_autotune
 
-__all__ = ["LAYOUT_OPTIONS", "choose", "default_target", "device_target", "path_of", "target_of"]
-
-LAYOUT_OPTIONS = ("cluster", "multicast", "swap")
+__all__ = ["LAYOUT_OPTIONS", "auto_layout", "choose", "default_target", "device_target", "path_of", "target_of"]
 
 
 def target_of(name: str, options: dict[str, Any]) -> Target:
@@ -108,6 +106,28 @@ def choose(
             return chosen
     _, layout = layout_for(graph, name, target, options)
     return select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout, target)
+
+
+def auto_layout(
+    graph: CoordinateGraph, name: str, target: Target, transform: str | None, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The layout options for ``cluster``, ``multicast`` or ``swap="auto"`` on a graph of a fixed tile: those of the
+    candidate the ranker puts first among the ones with the graph's tile and ``transform`` (None: any) whose layout
+    agrees with the layout options given; none (the backend's default layout) off the wgmma path or where no
+    candidate has the tile (a tile of the caller's that selection would not offer)."""
+    p = graph.attrs["gemm"]
+    path = path_of(target, p.dtype, p.k, p.n, options)
+    if path != "wgmma":
+        return {}
+    want = "splitk_reduce" if transform == "splitk" else transform
+    given = {o: options[o] for o in LAYOUT_OPTIONS if options.get(o) not in (None, 0)}
+    supports = backend(name).supports
+    pool = [
+        c
+        for c in candidates(p.m, p.n, p.k, p.dtype, target, path, supports)
+        if c.tile == p.macro_tile and c.transform == want and all(c.layout.options()[o] == v for o, v in given.items())
+    ]
+    return rank(p.m, p.n, p.k, p.dtype, target, path, supports, pool)[0][0].layout.options() if pool else {}
 
 
 def resident(target: Target, name: str, graph: CoordinateGraph, options: dict[str, Any]) -> int:

@@ -167,3 +167,48 @@ def test_auto_keeps_a_given_raster_and_split_k_drops_it(monkeypatch):
         monkeypatch.setattr(resolve, "choose", lambda *a, chosen=chosen: chosen)
         kern = ctgraph.compile(g, "auto", target="cpu", raster=given)
         assert (kern.transform, kern.raster) == (transform, want)
+
+
+def test_raster_auto_is_the_rankers_tile_order():
+    """``raster="auto"`` with a named transform: the order the ranker puts first for that transform and tile (groups
+    of RASTER rows where A and B outgrow the L2); row-major on the CPU and for split-K (one workgroup a chunk)."""
+    from ctgraph.select import select_schedule
+
+    g = ctgraph.gemm(4096, 28672, 4096, macro_tile=(128, 256, 64))
+    kern = ctgraph.compile(g, "streamk2tile", target="cuda", build=False, raster="auto")
+    want = select_schedule(4096, 28672, 4096, "float16", (128, 256, 64), Layout(), H100_SXM, "streamk2tile")
+    assert kern.raster == want.config.raster == RASTER
+    assert ctgraph.compile(g, "dataparallel", target="cuda", build=False, raster="auto", workgroups="auto").raster > 1
+    assert ctgraph.compile(g, "splitk_reduce", 6000, target="cuda", build=False, raster="auto").raster == 1
+    cpu = ctgraph.compile(ctgraph.gemm(64, 64, 64, macro_tile=(16, 16, 8)), "streamk", target="cpu", raster="auto")
+    assert cpu.raster == 1
+    with pytest.raises(ValueError, match='None or "auto"'):
+        ctgraph.compile(g, "streamk", target="cuda", build=False, raster="eight")
+
+
+def test_layout_auto_is_the_rankers_layout_for_the_tile():
+    """``cluster`` / ``multicast`` / ``swap="auto"``: with a named transform, the layout of the candidate the ranker
+    puts first among those of the graph's tile and transform that agree with the layout options given; the backend's
+    default where selection offers no config of the tile; with ``transform="auto"`` on an auto tile, the selection's."""
+    from ctgraph.backends import backend
+    from ctgraph.select import candidates, rank
+
+    m, n, k, tile = 4096, 4096, 4096, (128, 256, 64)
+    g = ctgraph.gemm(m, n, k, macro_tile=tile)
+    pool = [
+        c
+        for c in candidates(m, n, k, "float16", H100_SXM, "wgmma", backend("cuda").supports)
+        if c.tile == tile and c.transform == "dataparallel"
+    ]
+    best = rank(m, n, k, "float16", H100_SXM, "wgmma", backend("cuda").supports, pool)[0][0].layout
+    kern = ctgraph.compile(g, "dataparallel", target="cuda", build=False, cluster="auto")
+    assert {o: kern.options[o] for o in ("cluster", "multicast", "swap")} == best.options()
+    fixed = ctgraph.compile(g, "dataparallel", target="cuda", build=False, cluster="auto", multicast="b")
+    assert fixed.options["multicast"] == "b" and fixed.options["cluster"] in (1, 2, 4, 8)
+    odd = ctgraph.compile(
+        ctgraph.gemm(m, n, k, macro_tile=(16, 16, 16)), "streamk", target="cuda", build=False, swap="auto"
+    )
+    assert odd.options.get("swap") is None and odd.options.get("cluster") is None
+    auto = ctgraph.gemm(m, n, k, macro_tile="auto")
+    picked = ctgraph.compile(auto, "auto", target="cuda", build=False, cluster="auto", swap="auto")
+    assert picked.selection == ctgraph.compile(auto, "auto", target="cuda", build=False).selection
