@@ -201,7 +201,7 @@ def compile(
         raise TypeError(f"compile takes the graph returned by ctgraph.gemm(...), got {type(graph).__name__}")
     build = check_build(options)
     target = resolve_target(target)
-    auto_layout = tuple(o for o in LAYOUT_OPTIONS if isinstance(options.get(o), str) and options[o] == "auto")
+    auto_layout = tuple(o for o in LAYOUT_OPTIONS if options.get(o) == "auto")
     options = {o: v for o, v in options.items() if o not in auto_layout}  # "auto": selection's, below
     check_options(options, target)
     if isinstance(raster, str) and raster != "auto":
@@ -217,7 +217,7 @@ def compile(
     auto_tile = bool(graph.attrs.get("auto_tile"))
     if transform == "auto" or workgroups in (None, "auto") or auto_tile or auto_layout or raster == "auto":
         from .select.resolve import auto_layout as ranked_layout
-        from .select.resolve import choose, layout_for, resident, target_of, wgmma_options
+        from .select.resolve import choose, given_layout, layout_for, resident, target_of, wgmma_options
 
         device = target_of(target, options)
         if auto_layout and target == "cuda" and not (transform == "auto" and auto_tile):  # the graph's tile is fixed
@@ -252,7 +252,7 @@ def compile(
                     f'transform="auto" chose {config.name}, which needs a workgroup per output tile ({tiles}) at '
                     f"least; got workgroups={workgroups}: leave workgroups unset or name a transform"
                 )
-        if target == "cuda" and not any(options.get(o) not in (None, 0) for o in LAYOUT_OPTIONS):
+        if target == "cuda" and not given_layout(options):
             options = options | config.layout.options()
     if target == "cuda" and (selection is not None or auto_tile):
         options = wgmma_options(graph, target, device, options)

@@ -20,7 +20,16 @@ from ..target import Target, known_target
 from . import Selection, candidates, rank, select, select_schedule
 from .autotune import autotune as run_autotune
 
-__all__ = ["LAYOUT_OPTIONS", "auto_layout", "choose", "default_target", "device_target", "path_of", "target_of"]
+__all__ = [
+    "LAYOUT_OPTIONS",
+    "auto_layout",
+    "choose",
+    "default_target",
+    "device_target",
+    "given_layout",
+    "path_of",
+    "target_of",
+]
 
 
 def target_of(name: str, options: dict[str, Any]) -> Target:
@@ -62,8 +71,9 @@ def auto_tile(m: int, n: int, k: int, dtype: str) -> tuple[Selection, tuple[int,
     return chosen, chosen.config.tile
 
 
-def _given_layout(options: dict[str, Any]) -> bool:
-    return any(options.get(name) not in (None, 0) for name in LAYOUT_OPTIONS)
+def given_layout(options: dict[str, Any]) -> dict[str, Any]:
+    """The layout options the caller set (None and 0 leave the layout to the backend or to selection)."""
+    return {name: options[name] for name in LAYOUT_OPTIONS if options.get(name) not in (None, 0)}
 
 
 def layout_for(graph: CoordinateGraph, name: str, target: Target, options: dict[str, Any]) -> tuple[str, Layout]:
@@ -93,7 +103,7 @@ def choose(
     p = graph.attrs["gemm"]
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
-    if not _given_layout(options):
+    if not given_layout(options):
         chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
         if graph.attrs.get("auto_tile"):
             if build is not None and chosen.source != "measured":
@@ -120,7 +130,7 @@ def auto_layout(
     if path != "wgmma":
         return {}
     want = "splitk_reduce" if transform == "splitk" else transform
-    given = {o: options[o] for o in LAYOUT_OPTIONS if options.get(o) not in (None, 0)}
+    given = given_layout(options)
     supports = backend(name).supports
     pool = [
         c
