@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["CPU", "H100_SXM", "H200", "KNOWN", "PATHS", "Target", "known_target"]
+__all__ = ["CPU", "H100_SXM", "H200", "KNOWN", "PATHS", "Target", "known_target", "same_chip"]
 
 # the instruction paths a GEMM kernel can take, fastest first: Hopper's wgmma + TMA, mma.sync with 16-byte cp.async
 # loads, mma.sync (or FMA) with element loads. Each needs operands of some alignment (Target.paths).
@@ -125,6 +125,17 @@ CPU = Target(
     tensor_flops=1e11,
     arch="cpu",
 )
+
+
+def same_chip(target: Target) -> tuple[Target, ...]:
+    """The other :data:`KNOWN` devices built on ``target``'s chip: the same family, SMs, shared memory, registers,
+    tensor rate and co-resident clusters (an H200 and an H800 are an H100 SXM's die with other memory or links), so a
+    config measured on one runs the same kernel on the same grid on the others; in :data:`KNOWN`'s order."""
+
+    def chip(t: Target) -> tuple[object, ...]:
+        return (t.family, t.sms, t.smem_per_sm, t.registers_per_sm, t.tensor_flops, t.resident_clusters)
+
+    return tuple(t for t in KNOWN.values() if t.name != target.name and chip(t) == chip(target))
 
 
 def known_target(name: str | None = None) -> Target:

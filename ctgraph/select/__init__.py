@@ -3,6 +3,7 @@
 From a typed :class:`Target` that the backend reports and from data files, never from a device name alone::
 
     measured entry for this exact device and shape    (autotune cache, then the shipped entries: cache.py)
+    else one measured on the same chip                 (an H100 SXM's entries on an H200: target.same_chip)
     else the ranker's best candidate                   (candidates.py -> model.py: analytic x fitted correction)
     with autotune=True: the ranker's top candidates timed on first call, the winner cached (autotune.py)
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from ..config import Config, Layout, parse_tile, tile_name
 from ..counts import k_iterations, tile_counts
-from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target
+from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
 from .candidates import Supports, candidates, schedules
 from .model import Correction, load_correction, predict, user_correction_path
@@ -87,11 +88,14 @@ def select(
     m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, top: int = 8
 ) -> Selection:
     """The config for an ``m x n x k`` GEMM on ``target``'s ``path``: the device's measured entry where it has one
-    for this shape and the path runs it, else the ranker's first candidate."""
-    entry = cache.load(target.name).get(m, n, k, dtype)
+    for this shape and the path runs it, else one measured on the same chip (:func:`~ctgraph.target.same_chip`),
+    else the ranker's first candidate."""
     ranked = rank(m, n, k, dtype, target, path, supports)
-    if entry is not None and supports(entry.config.tile, dtype, entry.config.layout, path):
-        return Selection(entry.config, f"measured on this device ({target.name})", tuple(ranked[:top]), "measured")
+    for device in (target, *same_chip(target)):
+        entry = cache.load(device.name).get(m, n, k, dtype)
+        if entry is not None and supports(entry.config.tile, dtype, entry.config.layout, path):
+            where = "this device" if device is target else "the same chip"
+            return Selection(entry.config, f"measured on {where} ({device.name})", tuple(ranked[:top]), "measured")
     how = "analytic model" if not any(_correction(target.family).weights) else "ranker"
     return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates)", tuple(ranked[:top]))
 

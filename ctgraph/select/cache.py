@@ -4,7 +4,8 @@ One JSON file per device name holds, per GEMM (``"m,n,k,dtype"``), the config th
 each config timed (:class:`Entry`). ``autotune=True`` writes the user's file in ``CTGRAPH_CACHE_DIR/autotune/``;
 ``ctgraph/data/autotune-<device>.json`` ships the entries measured for this project's benchmark shapes (what
 ``python -m ctgraph tune`` writes, the old tuning table converted). Lookups read the user's file, then the shipped
-one; only the exact device's files apply (a measured time is of that device).
+one. A device's files are its own (a measured time is of that device); selection falls back to those of another
+device of the same chip (:func:`ctgraph.target.same_chip`) only where the device has no entry for a shape.
 
 Writers take a lock file and write whole files (:func:`ctgraph.cache.write_whole`), so processes that autotune at
 once merge their entries and a reader never sees half a file.
