@@ -23,7 +23,8 @@ Tiles on the wgmma path (``BK = 64``):
   fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds.
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
-``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``; where ``T < R``, Stream-K
+``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R`` (two-tile Stream-K only
+where the caller names it: :data:`NAMED_ONLY`); where ``T < R``, Stream-K
 on ``R`` and on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where
 ``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
 groups of :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`: the
@@ -49,6 +50,7 @@ from ..counts import (
 from ..target import Target
 
 __all__ = [
+    "NAMED_ONLY",
     "PAD_LIMIT",
     "PAD_SLACK",
     "RASTER",
@@ -71,6 +73,13 @@ BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
 WAVE_QUARTERS = (2, 3, 4, 8)
 SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
+# Schedules ranked for a named transform only, never for transform="auto". Two-tile Stream-K ran slower than the
+# ranker's next config wherever it was ranked first: on 24 fresh shapes (train seed, draws 3000 to 12000, never tuned
+# or probed before) where the H200's ranker put it first, it ran 0.835x cuBLAS and the next config 0.899x, faster
+# on 21 of the 24 (H200, 2026-11-27, cuBLAS in the same run, 3 interleaved rounds: docs/results/twotile-probe-h200.csv);
+# on 12 earlier fresh shapes 0.838x against 0.880x for the best data-parallel config; in the tune tables it was the
+# fastest of the configs timed on 9 of 335 shapes; held out on an H100 (b696cbb) 0.80x over the 3 test shapes it ran.
+NAMED_ONLY = frozenset({"streamk2tile"})
 
 Supports = Callable[[tuple[int, int, int], str, Layout, str], bool]  # tile, dtype, layout, path
 
@@ -231,15 +240,28 @@ def schedules(
     return out
 
 
-def candidates(m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports) -> list[Config]:
-    """Every config worth ranking for an ``m x n x k`` GEMM on ``target``'s ``path``, in a fixed order."""
-    return _candidates(m, n, k, dtype, target, path, supports)
+def candidates(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    target: Target,
+    path: str,
+    supports: Supports,
+    named: str | None = None,
+) -> list[Config]:
+    """Every config worth ranking for an ``m x n x k`` GEMM on ``target``'s ``path``, in a fixed order: the
+    schedules of :data:`NAMED_ONLY` left out, but for the transform ``named`` (one the caller asked for)."""
+    return _candidates(m, n, k, dtype, target, path, supports, named)
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidates(m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports) -> list[Config]:
+def _candidates(
+    m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, named: str | None
+) -> list[Config]:
     return [
         c
         for t, lay in tiles_for(m, n, k, dtype, target, path, supports)
         for c in schedules(m, n, k, dtype, t, lay, target)
+        if c.transform not in NAMED_ONLY or c.transform == named
     ]

@@ -134,7 +134,7 @@ def auto_layout(
     supports = backend(name).supports
     pool = [
         c
-        for c in candidates(p.m, p.n, p.k, p.dtype, target, path, supports)
+        for c in candidates(p.m, p.n, p.k, p.dtype, target, path, supports, named=want)
         if c.tile == p.macro_tile and c.transform == want and all(c.layout.options()[o] == v for o, v in given.items())
     ]
     return rank(p.m, p.n, p.k, p.dtype, target, path, supports, pool)[0][0].layout.options() if pool else {}
