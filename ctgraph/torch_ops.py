@@ -19,6 +19,7 @@ Tensors that require grad go through ``ctgraph::matmul`` too, whose backward is 
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import warnings
@@ -29,6 +30,8 @@ from .cache import LRU
 __all__ = ["KERNELS", "matmul", "register_torch_ops"]
 
 KERNELS = 1024  # compiled shapes kept by matmul (a kernel holds host objects; binaries are shared)
+# a kernel's checks name its parameters A, B and C; matmul's caller passed a, b and c
+_KERNEL_NAMES = re.compile(r"\b([ABC])\b")
 DTYPES = ("float16", "float32")
 _KERNELS: LRU[Any] = LRU(KERNELS)  # (a.shape, b.shape, dtype, is_cuda) -> kernel
 _LOCK = threading.RLock()  # NOTE: re-entrant: importing torch under it runs the post-import hook, which takes it
@@ -98,9 +101,12 @@ def _run(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
         b = b.contiguous()
     if c is not None and not c.is_contiguous():
         c = c.contiguous()
-    if kern.target == "cuda":
-        return kern.program(a, b, c, alpha=alpha, beta=beta, out=out)
-    return _run_cpu(kern, a, b, c, alpha, beta, out)
+    try:
+        if kern.target == "cuda":
+            return kern.program(a, b, c, alpha=alpha, beta=beta, out=out)
+        return _run_cpu(kern, a, b, c, alpha, beta, out)
+    except (ValueError, TypeError) as e:  # NOTE: costs nothing until a check fails
+        raise type(e)(_KERNEL_NAMES.sub(lambda x: x.group(1).lower(), str(e))) from None
 
 
 def _run_cpu(kern: Any, a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:

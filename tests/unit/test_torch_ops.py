@@ -86,6 +86,15 @@ def test_errors_name_the_argument():
         ctgraph.matmul(a[0], b)
     with pytest.warns(ctgraph.api.CIgnoredWarning):
         ctgraph.matmul(a, b, c=torch.zeros(8, 6))
+    # the shape's kernel is compiled now: what its own checks find still names matmul's arguments
+    with pytest.raises(ValueError, match=r"^c must have shape \(8, 6\)"):
+        ctgraph.matmul(a, b, c=torch.zeros(3, 3), beta=1.0)
+    with pytest.raises(ValueError, match=r"^c is required when beta != 0 \(pass c, or beta=0.0\)"):
+        ctgraph.matmul(a, b, beta=1.0)
+    with pytest.raises(TypeError, match=r"^b must have dtype float32"):
+        ctgraph.matmul(a, b.half())
+    with pytest.raises(ValueError, match=r"^out must have shape"):
+        ctgraph.matmul(a, b, out=torch.empty(6, 8))
 
 
 @pytest.mark.parametrize("shape", [(0, 5, 3), (4, 0, 3), (4, 5, 0), (0, 0, 0)], ids=str)
