@@ -23,10 +23,9 @@ Tiles on the wgmma path (``BK = 64``):
   fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds.
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
-``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R`` (two-tile Stream-K only
-where the caller names it: :data:`NAMED_ONLY`); where ``T < R``, Stream-K
-on ``R`` and on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where
-``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
+``min(T, R)``; two-tile Stream-K (only where the caller names it: :data:`NAMED_ONLY`) and the hybrids (1 and 3
+batches) on ``R`` where ``T > R``; where ``T < R``, Stream-K on ``R`` and on every in-step grid
+(:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
 groups of :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`: the
 ragged groups of :mod:`ctgraph.passes.raster` ran slower where they would be chosen).
 """
