@@ -12,7 +12,9 @@ the ranker's first ``N`` candidates are timed too and the regret (chosen / faste
 selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and transform stay
 the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote, and ``--plot`` draws its
 shapes (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker each; every
-shape's two kernels run on one GPU, so each ratio is taken on one device.
+shape's two kernels run on one GPU, so each ratio is taken on one device. Each worker writes its rows to
+``OUT.part<gpu>.csv`` as it goes (what a run that is killed leaves); a run that finishes merges them into ``OUT`` and
+removes them.
 """
 
 from __future__ import annotations
@@ -289,4 +291,6 @@ def run(
     order = {s: i for i, s in enumerate(shapes)}
     rows.sort(key=lambda r: order.get((int(r["m"]), int(r["n"]), int(r["k"])), 0))
     _write(rows, out)
+    for p in parts:
+        Path(p).unlink(missing_ok=True)
     return rows

@@ -25,9 +25,10 @@ Tiles on the wgmma path (``BK = 64``):
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
 ``min(T, R)``; two-tile Stream-K (only where the caller names it: :data:`NAMED_ONLY`) and the hybrids (1 and 3
 batches) on ``R`` where ``T > R``; where ``T < R``, Stream-K on ``R`` and on every in-step grid
-(:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``. Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in
-groups of :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`: the
-ragged groups of :mod:`ctgraph.passes.raster` ran slower where they would be chosen).
+(:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``. Each persistent schedule
+comes in row-major order and, where A and B together outgrow the L2, in groups of :data:`RASTER` tile rows (the
+largest divisor of the tile rows not above it, :func:`order_group`: the ragged groups of :mod:`ctgraph.passes.raster`
+ran slower where they would be chosen).
 """
 
 from __future__ import annotations
