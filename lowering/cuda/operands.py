@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ctgraph.counts import itemsize
 from ctgraph.gemm import GemmProblem
 from ctgraph.operands import check_array, expected_shapes
 
@@ -53,7 +54,7 @@ def classify(p: GemmProblem, name: str, x: Any) -> Operand:
     dims = tuple(iface["shape"])
     dtype = TYPESTR.get(iface["typestr"], iface["typestr"])
     strides = iface.get("strides")
-    itemsize = 2 if dtype == "float16" else 4
-    contiguous = strides is None or tuple(strides) == (dims[1] * itemsize, itemsize)
+    size = itemsize(dtype)
+    contiguous = strides is None or tuple(strides) == (dims[1] * size, size)
     check_array(p, name, x, shape, p.dtype, dims, dtype, contiguous)
     return Operand(name, x, host=False, ptr=int(iface["data"][0]))

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ctgraph.counts import itemsize
+
 __all__ = ["CLUSTERS", "MAINLOOPS", "MULTICASTS", "CudaOptions", "options_from", "warp_grid"]
 
 MAINLOOPS = ("auto", "wgmma", "mma")
@@ -151,7 +153,7 @@ class CudaOptions:
         stages = self.stages
         if stages is None:
             ctas = 2 if warps <= 4 else 1
-            ring = (bm * bk + bk * bn) * (2 if dtype == "float16" else 4)
+            ring = (bm * bk + bk * bn) * itemsize(dtype)
             stages = max(2, min(3 if warps <= 4 else 4, SMEM_PER_CTA.get(self.arch, 99 << 10) // ctas // ring))
         return warps, stages
 
