@@ -21,7 +21,7 @@ from ..config import Config, Layout, parse_tile, tile_name
 from ..counts import k_iterations, tile_counts
 from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
-from .candidates import Supports, candidates, schedules
+from .candidates import Supports, candidates, offered, schedules
 from .model import Correction, load_correction, predict, user_correction_path
 
 __all__ = [
@@ -111,9 +111,14 @@ def select_schedule(
     transform: str | None = None,
 ) -> Selection:
     """The schedule (transform, grid, tile order) for a fixed tile and layout, ranked by the model; ``transform``:
-    only that transform's grids and tile orders. An empty ``ranked`` where the transform has no candidate here
-    (Stream-K on one K iteration, split-K on more tiles than the device holds)."""
-    pool = [c for c in schedules(m, n, k, dtype, tile, layout, target) if transform in (None, c.transform)]
+    only that transform's grids and tile orders (None: the schedules :func:`~.candidates.offered` to "auto"). An
+    empty ``ranked`` where the transform has no candidate here (Stream-K on one K iteration, split-K on more tiles
+    than the device holds)."""
+    pool = [
+        c
+        for c in schedules(m, n, k, dtype, tile, layout, target)
+        if (c.transform == transform if transform else offered(c))
+    ]
     if not pool:  # e.g. Stream-K on one K iteration: the resident grid, no more workgroups than iterations
         tm, tn = tile_counts(m, n, tile)
         g = min(target.resident(layout.cluster), tm * tn * k_iterations(k, tile))

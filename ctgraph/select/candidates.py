@@ -23,12 +23,12 @@ Tiles on the wgmma path (``BK = 64``):
   fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds.
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
-``min(T, R)``; two-tile Stream-K (only where the caller names it: :data:`NAMED_ONLY`) and the hybrids (1 and 3
-batches) on ``R`` where ``T > R``; where ``T < R``, Stream-K on ``R`` and on every in-step grid
-(:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``. Each persistent schedule
-comes in row-major order and, where A and B together outgrow the L2, in groups of :data:`RASTER` tile rows (the
-largest divisor of the tile rows not above it, :func:`order_group`: the ragged groups of :mod:`ctgraph.passes.raster`
-ran slower where they would be chosen).
+``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R`` (two-tile and 3 batches
+only for a transform the caller names: :data:`NAMED_ONLY`, :func:`offered`); where ``T < R``, Stream-K on ``R`` and
+on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``.
+Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in groups of
+:data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`: the ragged groups
+of :mod:`ctgraph.passes.raster` ran slower where they would be chosen).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ __all__ = [
     "candidates",
     "empty_cta",
     "hidden_padding",
+    "offered",
     "order_group",
     "schedules",
     "tiles_for",
@@ -73,13 +74,15 @@ BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
 WAVE_QUARTERS = (2, 3, 4, 8)
 SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
-# Schedules ranked for a named transform only, never for transform="auto". Two-tile Stream-K ran slower than the
-# ranker's next config wherever it was ranked first: on 24 fresh shapes (train seed, draws 3000 to 12000, never tuned
-# or probed before) where the H200's ranker put it first, it ran 0.835x cuBLAS and the next config 0.899x, faster
-# on 21 of the 24 (H200, 2026-11-27, cuBLAS in the same run, 3 interleaved rounds: docs/results/twotile-probe-h200.csv);
-# on 12 earlier fresh shapes 0.838x against 0.880x for the best data-parallel config; in the tune tables it was the
-# fastest of the configs timed on 9 of 335 shapes; held out on an H100 (b696cbb) 0.80x over the 3 test shapes it ran.
-NAMED_ONLY = frozenset({"streamk2tile"})
+# Schedules (transform, sk_batches) ranked for a named transform only, never for transform="auto": where the ranker
+# put them first they ran slower than its next config, on fresh shapes (train seed, never tuned or probed before),
+# cuBLAS in the same run, 3 interleaved rounds.
+# - Two-tile Stream-K: 24 fresh shapes on an H200, 0.835x cuBLAS against 0.899x for the next config, which won 21
+#   (2026-11-27, docs/results/twotile-probe-h200.csv); 12 earlier fresh shapes 0.838x against 0.880x for the best
+#   data-parallel config; the fastest config timed on 9 of the tune tables' 335 shapes.
+# - The Stream-K hybrid of 3 batches: 20 fresh shapes on an H100, 0.877x against 0.956x, the next config won 19
+#   (2026-11-27, docs/results/hybrid-probe-h100.csv). The 1-batch hybrid stays: 0.932x against 0.933x on 20 others.
+NAMED_ONLY = frozenset({("streamk2tile", None), ("streamk_hybrid", 3)})
 
 Supports = Callable[[tuple[int, int, int], str, Layout, str], bool]  # tile, dtype, layout, path
 
@@ -203,7 +206,9 @@ def order_group(tm: int) -> int:
     Ragged groups (:mod:`ctgraph.passes.raster`) are not offered: their walk costs the kernel more index math (a
     selector and two partial orders), and on an H100 they ran the 13 train and validation shapes where they would
     replace a whole group or row-major at 0.80x cuBLAS against 0.83x (from 0.55x to 0.75x on 1587x8192x28672, from
-    0.85x to 0.63x on 2058x6144x4096; ``docs/selection.md``). A caller may still ask for them (``raster=8``).
+    0.85x to 0.63x on 2058x6144x4096; ``docs/selection.md``); measured again with the trip count's guess on 24
+    fresh shapes of a prime count of tile rows, 0.851x against 0.869x row-major (H100, 2026-11-27,
+    ``docs/results/ragged-probe-h100.csv``). A caller may still ask for them (``raster=8``).
     """
     return max(d for d in range(1, min(RASTER, tm) + 1) if tm % d == 0)
 
@@ -250,8 +255,8 @@ def candidates(
     supports: Supports,
     named: str | None = None,
 ) -> list[Config]:
-    """Every config worth ranking for an ``m x n x k`` GEMM on ``target``'s ``path``, in a fixed order: the
-    schedules of :data:`NAMED_ONLY` left out, but for the transform ``named`` (one the caller asked for)."""
+    """Every config worth ranking for an ``m x n x k`` GEMM on ``target``'s ``path``, in a fixed order: those
+    :func:`offered` to the transform ``named`` (None: ``transform="auto"``)."""
     return _candidates(m, n, k, dtype, target, path, supports, named)
 
 
@@ -263,5 +268,11 @@ def _candidates(
         c
         for t, lay in tiles_for(m, n, k, dtype, target, path, supports)
         for c in schedules(m, n, k, dtype, t, lay, target)
-        if c.transform not in NAMED_ONLY or c.transform == named
+        if offered(c, named)
     ]
+
+
+def offered(config: Config, named: str | None = None) -> bool:
+    """Whether the ranker offers ``config`` for the transform ``named`` (None: ``transform="auto"``): a schedule of
+    :data:`NAMED_ONLY` only where the caller names its transform."""
+    return config.transform == named or (config.transform, config.sk_batches) not in NAMED_ONLY

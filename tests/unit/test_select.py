@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import ctgraph
 from ctgraph.backends import backend
 from ctgraph.counts import output_tiles, padding
-from ctgraph.select import CPU, H100_SXM, H200, KNOWN, Config, Layout, Target, candidates, rank, select
+from ctgraph.select import CPU, H100_SXM, H200, KNOWN, Config, Layout, Target, candidates, rank, select, select_schedule
 from ctgraph.select import cache as entries
 from ctgraph.select.autotune import interleaved
 from ctgraph.select.candidates import (
@@ -24,6 +24,7 @@ from ctgraph.select.candidates import (
     PAD_SLACK,
     empty_cta,
     hidden_padding,
+    offered,
     tiles_for,
     wave_layouts,
 )
@@ -507,11 +508,24 @@ def test_a_skinny_side_on_a_wide_output_stays_in_one_tile():
 @settings(max_examples=40, deadline=None)
 @given(aligned, aligned, aligned, targets)
 def test_auto_never_offers_a_named_only_schedule(m, n, k, target):
-    """Two-tile Stream-K is ranked for ``transform="streamk2tile"`` only (candidates.NAMED_ONLY)."""
+    """Two-tile Stream-K and the 3-batch hybrid are ranked only where the caller names their transform
+    (candidates.NAMED_ONLY); naming one adds its own schedules and nothing else."""
     pool = candidates(m, n, k, "float16", target, "wgmma", CUDA.supports)
-    assert pool and not any(c.transform in NAMED_ONLY for c in pool)
-    named = candidates(m, n, k, "float16", target, "wgmma", CUDA.supports, named="streamk2tile")
-    assert [c for c in named if c.transform != "streamk2tile"] == pool
+    assert pool and not any((c.transform, c.sk_batches) in NAMED_ONLY for c in pool)
+    for named in ("streamk2tile", "streamk_hybrid"):
+        more = candidates(m, n, k, "float16", target, "wgmma", CUDA.supports, named=named)
+        assert [c for c in more if c.transform != named] == [c for c in pool if c.transform != named]
+        assert all(offered(c, named) for c in more)
+
+
+def test_a_fixed_tile_under_auto_gets_no_named_only_schedule():
+    """select_schedule (a caller's tile, transform="auto") ranks the same schedules as "auto" does; a named hybrid
+    still ranks both batch counts."""
+    m, n, k, tile, layout = 4152, 4800, 1600, (128, 256, 64), Layout(1, "b", False)
+    auto = select_schedule(m, n, k, "float16", tile, layout, H100_SXM)
+    assert auto.ranked and all(offered(c) for c, _ in auto.ranked)
+    named = select_schedule(m, n, k, "float16", tile, layout, H100_SXM, "streamk_hybrid")
+    assert {c.sk_batches for c, _ in named.ranked} == {1, 3}
 
 
 def test_a_named_two_tile_schedule_still_gets_the_rankers_layout_and_order():
