@@ -27,8 +27,9 @@ Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups 
 only for a transform the caller names: :data:`NAMED_ONLY`, :func:`offered`); where ``T < R``, Stream-K on ``R`` and
 on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``.
 Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in groups of
-:data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`: the ragged groups
-of :mod:`ctgraph.passes.raster` ran slower where they would be chosen).
+:data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`; ragged groups of
+:mod:`ctgraph.passes.raster` only for a prime count of tile rows on a B that outgrows the L2 twice over,
+:func:`ragged_rows`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ __all__ = [
     "hidden_padding",
     "offered",
     "order_group",
+    "ragged_rows",
     "schedules",
     "tiles_for",
     "wave_layouts",
@@ -199,18 +201,33 @@ def hidden_padding(m: int, n: int, dtype: str, tile: tuple[int, int, int], layou
     return 2 * tm * tile[0] * tn * tile[1] / target.tensor_flops <= (m + n) * itemsize(dtype) / target.hbm_bandwidth
 
 
-def order_group(tm: int) -> int:
+def order_group(tm: int, ragged: bool = False) -> int:
     """The tile order's group the candidates offer for ``tm`` tile rows: the largest divisor of ``tm`` not above
-    :data:`RASTER` (a whole number of groups; a prime ``tm`` above it walks row-major).
+    :data:`RASTER` (a whole number of groups), else (a prime ``tm`` above it, whose only divisor is 1) row-major, or
+    with ``ragged`` (:func:`ragged_rows`) :data:`RASTER` itself: ``tm // RASTER`` groups, then one of ``tm % RASTER``
+    rows.
 
-    Ragged groups (:mod:`ctgraph.passes.raster`) are not offered: their walk costs the kernel more index math (a
-    selector and two partial orders), and on an H100 they ran the 13 train and validation shapes where they would
-    replace a whole group or row-major at 0.80x cuBLAS against 0.83x (from 0.55x to 0.75x on 1587x8192x28672, from
-    0.85x to 0.63x on 2058x6144x4096; ``docs/selection.md``); measured again with the trip count's guess on 24
-    fresh shapes of a prime count of tile rows, 0.851x against 0.869x row-major (H100, 2026-11-27,
-    ``docs/results/ragged-probe-h100.csv``). A caller may still ask for them (``raster=8``).
+    Ragged groups cost the kernel more index math (a selector and two partial orders), and on 24 fresh shapes of a
+    prime count of tile rows they ran 0.851x cuBLAS against 0.869x row-major (H100, 2026-11-27,
+    ``docs/results/ragged-probe-h100.csv``). In place of a smaller whole group they gain nothing (16 fresh shapes,
+    0.865x against 0.867x): only a prime count walks them.
     """
-    return max(d for d in range(1, min(RASTER, tm) + 1) if tm % d == 0)
+    whole = max(d for d in range(1, min(RASTER, tm) + 1) if tm % d == 0)
+    return RASTER if ragged and whole == 1 and tm > RASTER else whole
+
+
+def ragged_rows(n: int, k: int, dtype: str, tn: int, resident: int, target: Target) -> bool:
+    """Whether a prime count of tile rows walks in ragged groups (:func:`order_group`): where B outgrows twice the
+    L2 (``n k s > 2 L2``: every pass over the tile rows reads it from HBM again) and a row-major wave of ``resident``
+    workgroups spans fewer than :data:`RASTER` tile rows (``tn RASTER > resident``: the wave itself does not group
+    them).
+
+    Measured on fresh shapes whose ranker-first config walked row-major on a prime count of tile rows (H100,
+    2026-11-27, cuBLAS in the same run, 3 interleaved rounds): where B outgrew twice the L2 (the rule's first part,
+    stated before the run), ragged groups took 24 shapes from 0.860x cuBLAS to 0.892x; the second part, read off
+    that run, then held on 24 fresh shapes drawn for it: 0.804x to 0.863x, faster on 16
+    (``docs/results/ragged-rule-h100.csv``; 1285x14336x4096 0.76x to 0.89x, 7709x28672x4096 0.60x to 0.93x)."""
+    return n * k * itemsize(dtype) > 2 * target.l2_bytes and tn * RASTER > resident
 
 
 def schedules(
@@ -221,7 +238,7 @@ def schedules(
     tiles, kt = tm * tn, k_iterations(k, tile)
     resident = target.resident(layout.cluster)
     big = (m + n) * k * itemsize(dtype) > target.l2_bytes
-    group = order_group(tm) if big else 1
+    group = order_group(tm, ragged_rows(n, k, dtype, tn, resident, target)) if big else 1
     orders = (group, 1) if group > 1 else (1,)  # grouped first: a tie keeps the order that reuses the L2
     out: list[Config] = []
 

@@ -12,7 +12,7 @@ from ctgraph.edges import Tile
 from ctgraph.passes import PIPELINES, TAKES_SPLIT, split_sk_dp
 from ctgraph.passes.common import raster_group
 from ctgraph.select import H100_SXM, Config, Layout, Selection
-from ctgraph.select.candidates import RASTER, order_group, schedules
+from ctgraph.select.candidates import RASTER, order_group, ragged_rows, schedules
 from ctgraph.summary import summarize
 
 PERSISTENT = [t for t in PIPELINES if t not in TAKES_SPLIT]
@@ -148,13 +148,29 @@ def test_raster_group_keeps_the_group_asked_for():
     assert raster_group(5, 8) == 5 and raster_group(1, 8) == 1
 
 
-@pytest.mark.parametrize(("rows", "want"), [(64, 8), (12, 6), (9, 3), (22, 2), (5, 5), (1, 1), (11, 1), (13, 1)])
-def test_candidates_offer_whole_groups_only(rows, want):
-    """Selection offers the largest divisor of the tile rows up to RASTER (ragged groups ran slower where they would
-    be chosen, docs/selection.md); a prime count above RASTER walks row-major."""
-    assert order_group(rows) == want
-    tiles = schedules(128 * rows, 28672, 4096, "float16", (128, 256, 64), Layout(1, "b", False), H100_SXM)
-    assert {c.raster for c in tiles if c.transform == "dataparallel"} == ({1, want} if want > 1 else {1})
+@pytest.mark.parametrize(
+    ("rows", "want", "ragged"),
+    [(64, 8, 8), (12, 6, 6), (9, 3, 3), (22, 2, 2), (5, 5, 5), (1, 1, 1), (11, 1, 8), (13, 1, 8), (121, 1, 8)],
+)
+def test_candidates_offer_whole_groups_and_ragged_ones_on_a_wide_b(rows, want, ragged):
+    """Selection offers the largest divisor of the tile rows up to RASTER; a count whose only such divisor is 1 walks
+    row-major, or in ragged groups of RASTER where B outgrows twice the L2 and a row-major wave spans fewer than
+    RASTER tile rows (candidates.ragged_rows; measured on fresh shapes, docs/selection.md)."""
+    assert order_group(rows) == want and order_group(rows, ragged=True) == ragged
+    tile, layout = (128, 256, 64), Layout(1, "b", False)
+    for n, k, group in ((28672, 4096, ragged), (4096, 8192, want)):  # B: 235 MB (over twice the L2), 67 MB
+        tiles = schedules(128 * rows, n, k, "float16", tile, layout, H100_SXM)
+        assert {c.raster for c in tiles if c.transform == "dataparallel"} == ({1, group} if group > 1 else {1})
+
+
+def test_ragged_rows_needs_a_wide_b_and_a_wave_of_few_rows():
+    l2 = H100_SXM.l2_bytes
+    n = 8192
+    k_over = 2 * l2 // (2 * n) + 64  # n k 2 just over twice the L2
+    assert ragged_rows(n, k_over, "float16", 17, 132, H100_SXM)
+    assert not ragged_rows(n, k_over - 128, "float16", 17, 132, H100_SXM)  # B under twice the L2
+    assert not ragged_rows(n, k_over, "float16", 16, 128, H100_SXM)  # a row-major wave spans 8 tile rows already
+    assert ragged_rows(n, k_over // 2 + 32, "float32", 16, 66, H100_SXM)  # the element's bytes count
 
 
 def test_auto_keeps_a_given_raster_and_split_k_drops_it(monkeypatch):
@@ -212,3 +228,16 @@ def test_layout_auto_is_the_rankers_layout_for_the_tile():
     auto = ctgraph.gemm(m, n, k, macro_tile="auto")
     picked = ctgraph.compile(auto, "auto", target="cuda", build=False, cluster="auto", swap="auto")
     assert picked.selection == ctgraph.compile(auto, "auto", target="cuda", build=False).selection
+
+
+def test_auto_walks_ragged_groups_where_the_rule_holds():
+    """1285 x 14336 x 4096 on an H100 (a fresh shape of the rule's probe: 0.76x row-major, 0.89x in ragged groups):
+    11 tile rows of 128, B of 117 MB; the selection walks groups of 8 rows, then one of 3."""
+    from ctgraph.backends import backend
+    from ctgraph.select import select
+
+    chosen = select(1285, 14336, 4096, "float16", H100_SXM, "wgmma", backend("cuda").supports).config
+    rows = -(-1285 // chosen.tile[0])
+    assert order_group(rows) == 1 and chosen.raster == RASTER
+    kern = ctgraph.compile(ctgraph.gemm(1285, 14336, 4096, macro_tile="auto"), "auto", target="cuda", build=False)
+    assert kern.raster == kern.selection.config.raster  # the ragged group reaches the kernel as chosen
