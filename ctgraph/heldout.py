@@ -224,10 +224,11 @@ def stability(shapes: list[Shape], delta: int) -> float:
 def precompile(shapes: list[Shape], processes: int, autotune: bool, regret: int) -> None:
     """nvcc ahead of timing for every shape's chosen config (and the candidates autotune or ``regret`` will time)."""
     from ctgraph import tune
+    from ctgraph.select.autotune import TOP
     from ctgraph.select.resolve import device_target
 
     target = device_target("cuda")
-    top = max(regret, 6 if autotune else 1)
+    top = max(regret, TOP if autotune else 1)
     work = [(c, s, "float16") for s in shapes for c in tune.configs_for(s, target, top, 0)]
     work += [(_chosen(s), s, "float16") for s in shapes]
     tune.precompile(work, processes)
