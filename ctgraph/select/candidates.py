@@ -203,24 +203,24 @@ def hidden_padding(m: int, n: int, dtype: str, tile: tuple[int, int, int], layou
 
 def order_group(tm: int, ragged: bool = False) -> int:
     """The tile order's group the candidates offer for ``tm`` tile rows: the largest divisor of ``tm`` not above
-    :data:`RASTER` (a whole number of groups), else (a prime ``tm`` above it, whose only divisor is 1) row-major, or
-    with ``ragged`` (:func:`ragged_rows`) :data:`RASTER` itself: ``tm // RASTER`` groups, then one of ``tm % RASTER``
-    rows.
+    :data:`RASTER` (a whole number of groups); where that is 1 (``tm`` above :data:`RASTER` with no divisor from 2 to
+    it, a prime say) row-major, or with ``ragged`` (:func:`ragged_rows`) :data:`RASTER` itself: ``tm // RASTER``
+    groups, then one of ``tm % RASTER`` rows.
 
     Ragged groups cost the kernel more index math (a selector and two partial orders), and on 24 fresh shapes of a
     prime count of tile rows they ran 0.851x cuBLAS against 0.869x row-major (H100, 2026-11-27,
     ``docs/results/ragged-probe-h100.csv``). In place of a smaller whole group they gain nothing (16 fresh shapes,
-    0.865x against 0.867x): only a prime count walks them.
+    0.865x against 0.867x): only a count that would walk row-major takes them.
     """
     whole = max(d for d in range(1, min(RASTER, tm) + 1) if tm % d == 0)
     return RASTER if ragged and whole == 1 and tm > RASTER else whole
 
 
 def ragged_rows(n: int, k: int, dtype: str, tn: int, resident: int, target: Target) -> bool:
-    """Whether a prime count of tile rows walks in ragged groups (:func:`order_group`): where B outgrows twice the
-    L2 (``n k s > 2 L2``: every pass over the tile rows reads it from HBM again) and a row-major wave of ``resident``
-    workgroups spans fewer than :data:`RASTER` tile rows (``tn RASTER > resident``: the wave itself does not group
-    them).
+    """Whether tile rows that would walk row-major walk in ragged groups (:func:`order_group`): where B outgrows
+    twice the L2 (``n k s > 2 L2``: every pass over the tile rows reads it from HBM again) and a row-major wave of
+    ``resident`` workgroups spans fewer than :data:`RASTER` tile rows (``tn RASTER > resident``: the wave itself does
+    not group them).
 
     Measured on fresh shapes whose ranker-first config walked row-major on a prime count of tile rows (H100,
     2026-11-27, cuBLAS in the same run, 3 interleaved rounds): where B outgrew twice the L2 (the rule's first part,
