@@ -13,7 +13,8 @@ per GEMM, as ``docs/benchmarks.md`` explains:
 - **call**: what Python callers see -- CUDA events around back-to-back calls filling >= 2 ms, median of 7.
 
 With ``--rounds R`` every kernel of a shape (cuBLAS's too) is timed ``R`` times, in interleaved rounds
-(cuBLAS, then each transform, then again), and each time is the median of its ``R``: a drift of the GPU's
+(cuBLAS, then each transform; the next round backward: :func:`~ctgraph.measure.in_turn`), and each time is the
+median of its ``R``: a drift of the GPU's
 clocks over a long run then falls on every kernel alike instead of on whichever ran during it (at 8192^3 on
 the H100 one kernel's figures spread over 640-765 TFLOP/s from one round to the next, docs/benchmarks.md).
 The ratio to cuBLAS is taken in each round, against the cuBLAS time of that round::
@@ -39,6 +40,7 @@ from .config import tile_name
 from .deps import require
 from .gemm import check_problem, positive_int
 from .measure import call_time as _call_time
+from .measure import in_turn
 from .measure import kernel_time as _kernel_time
 from .passes import TAKES_SPLIT, TRANSFORMS
 
@@ -116,8 +118,9 @@ def run_bench(
             runners[t]()
             row[f"{t}_maxerr"] = float((D.float() - ref.float()).abs().max())
         timed: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
-        for _ in range(rounds):
-            for name, fn in runners.items():
+        for r in range(rounds):
+            for name in in_turn(list(runners), r):
+                fn = runners[name]
                 call = _call_time(fn)
                 timed[name].append((call, _kernel_time(fn, max(1, min(200, math.ceil(FILL_S / call))))))
                 if bar:

@@ -2,9 +2,10 @@
 
 For every shape: ``ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto")`` (with
 ``--autotune``, its first call times the ranker's top candidates) and ``torch.matmul`` (cuBLAS, fp16, fp32
-accumulation, reduced-precision reduction off), timed in ``--rounds`` interleaved rounds, cuBLAS first in each; two
-times each (:mod:`ctgraph.measure`): **kernel** (CUDA-graph replay) and **call** (events around back-to-back
-Python calls). The ratio is taken per round (``cublas_r / ours_r``) and its median kept per shape.
+accumulation, reduced-precision reduction off), timed in ``--rounds`` interleaved rounds, cuBLAS first in even
+rounds and last in odd ones (:func:`~ctgraph.measure.in_turn`); two times each (:mod:`ctgraph.measure`): **kernel**
+(CUDA-graph replay) and **call** (events around back-to-back Python calls). The ratio is taken per round
+(``cublas_r / ours_r``) and its median kept per shape.
 
 The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, the shapes below 0.9x and 0.8x, the
 worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
@@ -53,7 +54,7 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
 
     from ctgraph import api
     from ctgraph.gemm import gemm
-    from ctgraph.measure import call_time, kernel_time
+    from ctgraph.measure import call_time, in_turn, kernel_time
 
     m, n, k = shape
     A = torch.randn(m, k, device="cuda", dtype=torch.float16)
@@ -71,9 +72,9 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         return torch.matmul(A, B, out=D2)
 
     kr, cr, ko, co = [], [], [], []
-    for _ in range(rounds):
-        kc, cc = kernel_time(cublas), call_time(cublas)
-        kx, cx = kernel_time(ours), call_time(ours)
+    for r in range(rounds):
+        timed = {fn: (kernel_time(fn), call_time(fn)) for fn in in_turn([cublas, ours], r)}
+        (kc, cc), (kx, cx) = timed[cublas], timed[ours]
         kr.append(kc / kx)
         cr.append(cc / cx)
         ko.append(kx)

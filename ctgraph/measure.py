@@ -6,6 +6,7 @@
   :data:`SAMPLES` (what a Python caller sees, dispatch included).
 - :func:`host_time`: ``time.perf_counter`` around one burst of :data:`BURST` calls started on an idle GPU (the host's
   own cost per call, whatever the kernel takes: a burst this short never fills the launch queue).
+- :func:`in_turn`: the order of the things a round times, reversed every other round.
 
 Both need torch and a GPU; ``fn`` launches on torch's current stream.
 """
@@ -16,10 +17,12 @@ import gc
 import math
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["BURST", "FILL_S", "SAMPLES", "call_time", "host_time", "kernel_time"]
+__all__ = ["BURST", "FILL_S", "SAMPLES", "call_time", "host_time", "in_turn", "kernel_time"]
+
+T = TypeVar("T")
 
 SAMPLES = 7
 FILL_S = 2e-3
@@ -91,3 +94,10 @@ def kernel_time(fn: Callable[[], Any], reps: int = 10) -> float:
         end.synchronize()
         samples.append(start.elapsed_time(end) * 1e-3 / reps)
     return statistics.median(samples)
+
+
+def in_turn(items: Sequence[T], round_: int) -> list[T]:
+    """``items`` in the order timing round ``round_`` (from 0) takes them: forward in even rounds, backward in odd
+    ones. Timed always in one order, the first item always meets the clocks a quiet GPU has and the last the heat
+    the others left (at 8192^3 the H100 draws near its power limit); in turn, each meets both alike."""
+    return list(items) if round_ % 2 == 0 else list(items)[::-1]

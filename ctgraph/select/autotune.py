@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ..config import Config
+from ..measure import in_turn
 from ..target import Target
 from .cache import Entry, key, store
 
@@ -78,7 +79,7 @@ def interleaved(items: list[T], rounds: int, time: Callable[[T], float]) -> dict
     check_rounds(rounds)
     samples: dict[T, list[float]] = {x: [] for x in items}
     for r in range(rounds):
-        for x in items if r % 2 == 0 else items[::-1]:
+        for x in in_turn(items, r):
             try:
                 samples[x].append(time(x))
             except (ValueError, RuntimeError):

@@ -538,8 +538,8 @@ def test_transform_auto(shape):
 
 def test_bench_rounds_time_every_kernel_in_interleaved_rounds(tmp_path, monkeypatch):
     """``bench --rounds 3``: every kernel of a shape, cuBLAS's too, is timed three times, one round after the
-    other, and reports the median of its three and of its three ratios to the same round's cuBLAS; the results
-    are checked against cuBLAS as in one round."""
+    other (the second backward: measure.in_turn), and reports the median of its three and of its three ratios to the
+    same round's cuBLAS; the results are checked against cuBLAS as in one round."""
     import statistics
 
     from ctgraph import bench
@@ -556,15 +556,19 @@ def test_bench_rounds_time_every_kernel_in_interleaved_rounds(tmp_path, monkeypa
     monkeypatch.setattr(bench, "_kernel_time", kernel_time)
     rows = bench.run_bench([(100, 37, 200), (64, 64, 64)], tmp_path, transforms=("dataparallel", "auto"), rounds=3)
     assert len(order) == 2 * 3 * 3  # shapes x kernels (cuBLAS, dataparallel, auto) x rounds
-    for shape in (order[:9], order[9:]):  # three distinct kernels, in the same order in each of three rounds
+    for shape in (order[:9], order[9:]):  # three distinct kernels, forward in rounds 1 and 3, backward in round 2
         assert len({id(fn) for fn in shape[:3]}) == 3
-        assert all(shape[i] is shape[i + 3] is shape[i + 6] for i in range(3))
+        assert all(shape[i] is shape[5 - i] is shape[i + 6] for i in range(3))
+
+    def figure(first, i, r):  # kernel i's figure in round r (from 0): the counter at its place in that round
+        return first + 3 * r + (i if r % 2 == 0 else 2 - i)
+
     for first, row in zip((1, 10), rows, strict=True):  # the second shape's figures start at 10
         for i, name in enumerate(("cublas", "dataparallel", "auto")):
-            rounds = [first + i, first + i + 3, first + i + 6]  # kernel i's figures in rounds 1, 2 and 3
+            rounds = [figure(first, i, r) for r in range(3)]
             assert row[f"{name}_kernel_us"] == pytest.approx(statistics.median(rounds))
             if name != "cublas":  # each round's ratio is against the same round's cuBLAS figure
-                ratios = [(first + 3 * r) / (first + i + 3 * r) for r in range(3)]
+                ratios = [figure(first, 0, r) / figure(first, i, r) for r in range(3)]
                 assert row[f"{name}_ratio"] == pytest.approx(statistics.median(ratios))
                 assert (row[f"{name}_ratio_min"], row[f"{name}_ratio_max"]) == pytest.approx((min(ratios), max(ratios)))
         assert row["dataparallel_maxerr"] < 0.1 and row["auto_maxerr"] < 0.1

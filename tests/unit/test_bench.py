@@ -101,3 +101,12 @@ def test_run_bench_checks_rounds(tmp_path, rounds):
     with pytest.raises(ValueError, match="rounds must be a positive integer"):
         run_bench([(64, 64, 64)], tmp_path, rounds=rounds)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_timing_rounds_take_their_items_in_turn():
+    """measure.in_turn: forward in even rounds, backward in odd ones (bench, heldout and autotune time in this
+    order, so that no kernel always runs first on a quiet GPU or last on a hot one)."""
+    from ctgraph.measure import in_turn
+
+    assert [in_turn("abc", r) for r in range(4)] == [list("abc"), list("cba"), list("abc"), list("cba")]
+    assert in_turn([], 1) == [] and in_turn(("x",), 1) == ["x"]
