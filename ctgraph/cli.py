@@ -251,6 +251,8 @@ def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, in
         out = shapes.read(name)
     else:
         raise ValueError(f"shapes: a set ({', '.join(SETS)}) or a CSV of m,n,k, got {name!r}")
+    if skip >= len(out):
+        raise ValueError(f"--skip {skip} leaves none of the {len(out)} shapes of {name!r}")
     out = out[skip:]
     return out[:limit] if limit else out
 
@@ -339,7 +341,7 @@ def cmd_heldout(args: argparse.Namespace) -> int:
             raise ValueError(f"heldout --summarize: {args.shapes!r} is not a file; give a CSV that heldout --out wrote")
         rows = read(Path(args.shapes))
     else:
-        shapes = _shapes(args.shapes, args.limit)
+        shapes = _shapes(args.shapes, args.limit, args.skip)
         if args.stability:
             for d in (8, 64):
                 print(f"+{d}: {stability(shapes, d):.3f} of {len(shapes)} shapes keep their tile, layout and transform")
@@ -463,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("shapes", help=SETS_HELP)
     p.add_argument("--out", default="out/heldout.csv")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--limit", type=int, default=0, help="only the first N shapes (after --skip)")
+    p.add_argument("--skip", type=int, default=0, help="leave out the first N shapes (a run split over several calls)")
     p.add_argument("--autotune", action="store_true", help="time the ranker's top candidates on first call")
     p.add_argument("--regret", type=int, default=0, metavar="N", help="also time the ranker's first N candidates")
     p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")

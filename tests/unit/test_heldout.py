@@ -103,3 +103,18 @@ def test_plot_draws_a_run_and_says_what_it_needs(tmp_path, capsys):
     assert (tmp_path / "e.png").is_file() and "wrote" in capsys.readouterr().out
     assert main(["heldout", "test", "--plot", str(tmp_path / "e.jpg")]) == 2  # before any GPU work
     assert "--plot must end in .png" in capsys.readouterr().err
+
+
+def test_skip_and_limit_pick_a_slice_of_the_set(capsys):
+    """``--skip N --limit M``: shapes N+1 to N+M of the set, so a run can be split over several calls or machines;
+    a skip below zero is refused naming the option."""
+    from ctgraph.select import shapes
+
+    assert main(["heldout", "test", "--skip", "197", "--stability"]) == 0
+    assert "of 3 shapes" in capsys.readouterr().out
+    assert main(["heldout", "test", "--skip", "100", "--limit", "2", "--stability"]) == 0
+    assert "of 2 shapes" in capsys.readouterr().out
+    assert len(shapes.read(shapes.DATA / "test.csv")) == 200
+    for bad in ("-1", "200"):  # below zero; past the end
+        assert main(["heldout", "test", "--skip", bad, "--stability"]) == 2
+        assert "--skip" in capsys.readouterr().err
