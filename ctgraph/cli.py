@@ -251,14 +251,14 @@ def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, in
         out = shapes.read(name)
     else:
         raise ValueError(f"shapes: a set ({', '.join(SETS)}) or a CSV of m,n,k, got {name!r}")
-    if skip >= len(out):
+    if skip and skip >= len(out):
         raise ValueError(f"--skip {skip} leaves none of the {len(out)} shapes of {name!r}")
     out = out[skip:]
     return out[:limit] if limit else out
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .select.autotune import check_rounds
+    from .gemm import positive_int
     from .tune import merge, parse_shard, run
 
     if args.merge:
@@ -267,7 +267,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     if not args.shapes:
         raise ValueError("tune: give a shape set (or --merge TABLES)")
-    check_rounds(args.rounds, "tune: --rounds")  # before the GPU stack is asked for
+    positive_int("tune: --rounds", args.rounds)  # before the GPU stack is asked for
     shapes = _shapes(args.shapes, args.limit, args.skip)
     _require_gpu_stack("python -m ctgraph tune")
     table = run(

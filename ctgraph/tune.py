@@ -171,10 +171,10 @@ def run(
     ``rounds`` interleaved rounds; the merged table is written to ``out`` (and the workers' parts beside it)."""
     import multiprocessing as mp
 
-    from .select.autotune import check_rounds
+    from .gemm import positive_int
     from .select.resolve import device_target
 
-    check_rounds(rounds, "tune: rounds")
+    positive_int("tune: rounds", rounds)
 
     i, n = shard
     mine = shapes[i::n]

@@ -23,7 +23,7 @@ from ..measure import in_turn
 from ..target import Target
 from .cache import Entry, key, store
 
-__all__ = ["ROUNDS", "TOP", "autotune", "check_rounds", "interleaved", "time_configs"]
+__all__ = ["ROUNDS", "TOP", "autotune", "interleaved", "time_configs"]
 
 T = TypeVar("T")
 
@@ -67,16 +67,12 @@ def time_configs(
     return {c: times.get(c, math.inf) for c in configs}
 
 
-def check_rounds(rounds: object, what: str = "rounds") -> None:
-    """A ValueError naming ``what`` unless ``rounds`` is a positive integer (a bool is not)."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"{what} must be a positive integer, got {rounds!r}")
-
-
 def interleaved(items: list[T], rounds: int, time: Callable[[T], float]) -> dict[T, float]:
     """``time`` each item in ``rounds`` rounds, forward then backward in turn (so drift over a run favours none),
     and keep each item's median (infinity for a round whose timing raised ``ValueError`` or ``RuntimeError``)."""
-    check_rounds(rounds)
+    # NOTE: gemm.positive_int's test, written out: ctgraph.gemm imports selection, so selection cannot import it
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     samples: dict[T, list[float]] = {x: [] for x in items}
     for r in range(rounds):
         for x in in_turn(items, r):

@@ -28,8 +28,8 @@ only for a transform the caller names: :data:`NAMED_ONLY`, :func:`offered`); whe
 on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``.
 Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in groups of
 :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`; ragged groups of
-:mod:`ctgraph.passes.raster` only for a prime count of tile rows on a B that outgrows the L2 twice over,
-:func:`ragged_rows`).
+:mod:`ctgraph.passes.raster` only for a count of tile rows with no divisor from 2 to :data:`RASTER` on a B that
+outgrows the L2 twice over, :func:`ragged_rows`).
 """
 
 from __future__ import annotations
