@@ -20,7 +20,9 @@ Tiles on the wgmma path (``BK = 64``):
 - swapped tiles (``D^T = B^T A^T``, a CTA's rows any multiple of 8) fitted to ``m`` in one to four tile rows,
   64 to 256 columns;
 - the wave layouts (:func:`wave_layouts`): swapped CTAs of 64 or 128 columns on cuBLAS's cluster grids, their rows
-  fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds.
+  fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds;
+- the wave tiles (:func:`wave_tiles`): CTAs of 128, 192 or 256 rows on one CTA and on clusters of 2, their columns
+  fitted so that the tiles make one or two whole waves.
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
 ``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R`` (two-tile and 3 batches
@@ -63,7 +65,9 @@ __all__ = [
     "ragged_rows",
     "schedules",
     "tiles_for",
+    "unmeasured",
     "wave_layouts",
+    "wave_tiles",
     "wide_enough",
 ]
 
@@ -75,6 +79,14 @@ RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GR
 BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
 WAVE_QUARTERS = (2, 3, 4, 8)
+WAVE_HEIGHTS = (128, 192, 256)  # a CTA's rows on the wave tiles: two, three or four consumer warpgroups
+WAVE_TILE_GRIDS: tuple[tuple[int, str], ...] = ((1, "b"), (2, "b"), (2, "a"))
+# The ranker's price of a tile its fit never timed (:func:`unmeasured`) is this much dearer: on 50 fresh shapes whose
+# first config a wave tile changed (H100, 2026-11-28, train seed, draws 400000-460000, cuBLAS in the same run), the
+# wave tiles as the ranker priced them took the shapes from 0.905x cuBLAS to 0.915x, losing 16 by more than 5%; taken
+# only where priced at least 1.05, 1.1, 1.2 or 1.3 times faster than the first config without them: 0.933x, 0.920x,
+# 0.914x, 0.914x (docs/results/wave-probe-h100.csv). Until the ranker is refitted on a sample that times them.
+UNMEASURED_MARGIN = 1.05
 SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
 # Schedules (transform, sk_batches) ranked for a named transform only, never for transform="auto": where the ranker
 # put them first they ran slower than its next config, on fresh shapes (train seed, never tuned or probed before),
@@ -126,8 +138,49 @@ def wave_layouts(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
     return list(out)
 
 
+def wave_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
+    """Unswapped tiles of CTAs of ``h`` rows (:data:`WAVE_HEIGHTS`) on each grid of :data:`WAVE_TILE_GRIDS`, their
+    columns fitted so that the tiles make one or two whole waves of the ``R`` workgroups the device holds::
+
+        t_m = ceil(m / (h grid_m));  t_n = floor(w R / t_m);  BN = 16 grid_n ceil(n / (16 grid_n t_n))
+
+    for ``w`` = 1, 2 (where ``t_n >= 1``). cuBLAS's own choice on shapes of 1.2 to 1.6 waves of the menu's tiles
+    (H100, 2026-11-28, 46 fresh shapes, ``docs/results/cublas-kernels-h100.csv``): a data-parallel grid of one wave
+    on such fitted tiles (192 x 192 for 4928 x 880, 130 tiles on 130 CTAs; 192 x 176 for 5808 x 672), where the menu's
+    tiles left 1.2 to 1.6 waves and ran 0.6 to 0.9x its speed. Tiles the path does not run (too many columns for
+    the accumulators) are dropped by :func:`tiles_for`."""
+    out: dict[tuple[tuple[int, int, int], Layout], None] = {}
+    for cluster, multicast in WAVE_TILE_GRIDS:
+        grid_m, grid_n = cluster_grid(cluster, multicast)
+        resident = target.resident(cluster)
+        for h in WAVE_HEIGHTS:
+            t_m = -(-m // (h * grid_m))
+            for w in (1, 2):
+                t_n = w * resident // t_m
+                if t_n >= 1:
+                    step = 16 * grid_n
+                    out[(h * grid_m, step * -(-n // (step * t_n)), BK), Layout(cluster, multicast, False)] = None
+    return list(out)
+
+
+def unmeasured(m: int, n: int, target: Target) -> frozenset[tuple[tuple[int, int, int], Layout]]:
+    """The wave tiles (:func:`wave_tiles`) that no other rule generates: the tiles the ranker's fitted sample never
+    timed, which it prices :data:`UNMEASURED_MARGIN` times dearer."""
+    return _unmeasured(m, n, target)
+
+
+@functools.lru_cache(maxsize=1024)
+def _unmeasured(m: int, n: int, target: Target) -> frozenset[tuple[tuple[int, int, int], Layout]]:
+    return frozenset(wave_tiles(m, n, target)) - frozenset(_menu_tiles(m, n, target))
+
+
 def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
     """The wgmma path's tiles and layouts before the filters (module docstring)."""
+    return _menu_tiles(m, n, target) + wave_tiles(m, n, target)
+
+
+def _menu_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
+    """The wgmma path's tiles and layouts of the menu, the fitted tiles and the wave layouts."""
     bns = sorted(set(BN_MENU) | _fitted(n, 16, 256))
     out: list[tuple[tuple[int, int, int], Layout]] = []
     for bn in bns:

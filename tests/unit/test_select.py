@@ -22,11 +22,14 @@ from ctgraph.select.candidates import (
     NAMED_ONLY,
     PAD_LIMIT,
     PAD_SLACK,
+    UNMEASURED_MARGIN,
     empty_cta,
     hidden_padding,
     offered,
     tiles_for,
+    unmeasured,
     wave_layouts,
+    wave_tiles,
 )
 from ctgraph.select.fit import fit, kernel_hash, regret, samples
 from ctgraph.select.model import FEATURES, Correction, analytic, features, predict
@@ -136,6 +139,31 @@ def test_wave_layouts_fill_the_waves_of_the_targets_clusters():
     for tile, layout in wave_layouts(1408, 1664, H100_SXM):
         grid_m, _ = layout.grid
         assert layout.swap and tile[0] // grid_m <= 256 and tile[0] % (8 * grid_m) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(dims, dims, targets)
+def test_wave_tiles_make_one_or_two_waves(m, n, target):
+    for tile, layout in wave_tiles(m, n, target):
+        grid_m, grid_n = layout.grid
+        assert not layout.swap and tile[0] // grid_m in (128, 192, 256) and tile[1] % (16 * grid_n) == 0
+        assert output_tiles(m, n, tile) <= 2 * target.resident(layout.cluster)  # columns fitted to one or two waves
+
+
+def test_wave_tiles_fill_a_wave_where_the_menu_leaves_a_partial_one():
+    # 4928 x 880: the menu's 128 x 448 tiles make 78 tiles on 66 clusters (1.18 waves); cuBLAS runs 192 x 192 on 130
+    # CTAs. A wave tile of 256 x 320 on clusters of 2 makes 60 tiles, one wave of the 66 clusters
+    tiles = wave_tiles(4928, 880, H100_SXM)
+    assert ((256, 320, 64), Layout(2, "a", False)) in tiles and ((192, 176, 64), Layout(1, "b", False)) in tiles
+    fresh = unmeasured(4928, 880, H100_SXM)
+    assert fresh and fresh <= set(tiles)
+    pool = candidates(4928, 880, 3688, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert {(c.tile, c.layout) for c in pool} & fresh  # valid for the path, so ranked
+    ranked = dict(rank(4928, 880, 3688, "float16", H100_SXM, "wgmma", CUDA.supports))
+    correction = ctgraph.select._correction("sm90")
+    for c, seconds in ranked.items():  # an unmeasured tile is priced the margin dearer, every other one as predicted
+        margin = UNMEASURED_MARGIN if (c.tile, c.layout) in fresh else 1
+        assert seconds == predict(c, 4928, 880, 3688, "float16", H100_SXM, correction) * margin
 
 
 def test_selection_is_deterministic_and_keyed_by_the_target():
