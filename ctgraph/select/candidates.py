@@ -79,7 +79,7 @@ RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GR
 BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
 WAVE_QUARTERS = (2, 3, 4, 8)
-WAVE_HEIGHTS = (128, 192, 256)  # a CTA's rows on the wave tiles: two, three or four consumer warpgroups
+WAVE_HEIGHTS = (128, 192, 256)  # a CTA's rows on the wave tiles: two, three or four 64-row blocks
 WAVE_TILE_GRIDS: tuple[tuple[int, str], ...] = ((1, "b"), (2, "b"), (2, "a"))
 # The ranker's price of a tile its fit never timed (:func:`unmeasured`) is this much dearer: on 50 fresh shapes whose
 # first config a wave tile changed (H100, 2026-11-28, train seed, draws 400000-460000, cuBLAS in the same run), the
