@@ -197,6 +197,26 @@ def test_wgmma_two_row_blocks(shape, transform, tile, options):
 @pytest.mark.parametrize(
     ("tile", "options"),
     [
+        ((192, 176, 64), {}),
+        ((192, 352, 64), {"cluster": 2, "multicast": "a"}),
+        ((256, 320, 64), {"cluster": 2, "multicast": "a"}),
+        ((384, 192, 64), {"cluster": 2, "multicast": "b"}),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (129, 136, 1000), (4928, 880, 264)], ids=str)
+def test_wgmma_wave_tiles(shape, transform, tile, options):
+    """The wave tiles (``candidates.wave_tiles``): three consumer warpgroups with a column tail box (176 = 2 x 64 +
+    48), on clusters of 2 sharing A or B, and two-block warpgroups of 160 columns; partial tiles and, at 4928 x 880,
+    one wave of 60 to 130 tiles."""
+    kern, _ = check_wgmma(shape, transform, tile, **options)
+    assert kern.program.layout["CTA_M"] in (192, 256)
+
+
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
         ((136, 128, 64), {}),
         ((72, 64, 64), {}),
         ((8, 256, 32), {}),
