@@ -5,18 +5,22 @@ Generated from ``(m, n, k)``, the :class:`~ctgraph.target.Target` and the instru
 
 - **valid for its path**: the backend accepts the tile and layout (``backend.supports``);
 - **no CTA that computes nothing**: in the last row (column) of tiles, every CTA of a cluster's grid holds at least
-  one row (column) of the output, and no grid has more workgroups than work to give;
+  one row (column) of the output, and no grid has more workgroups than work to give; one exception, the thin-n
+  grids of :func:`thin_grid`, whose last cluster may hold CTAs past ``m`` that still load their share of B for the
+  others (cuBLAS's own grid on such shapes);
 - **bounded padding**: the multiply-adds spent on padding (:func:`~ctgraph.counts.padding`) stay within
   :data:`PAD_LIMIT`, or within :data:`PAD_SLACK` of the least any candidate tile reaches, or, for a swapped tile,
   hide under the loads (:func:`hidden_padding`);
 - **one tile along a skinny side** (:func:`wide_enough`): on a skinny m (thin n) with a wide other side, further
-  tile rows (columns) only read B (A) again.
+  tile rows (columns) only read B (A) again; on a thin n of at most :data:`THIN` columns, only the clusters that
+  share B (:func:`thin_grid`).
 
 Tiles on the wgmma path (``BK = 64``):
 
 - ``CTA_M x BN`` on one CTA, ``CTA_M`` 64 or 128 (256 with at most 160 columns), ``BN`` of a menu and fitted to
   ``n`` (``16 ceil(n / 16 t)``, ``t = 1..4``: one to four tile columns with little padding), and the same CTAs on
-  clusters of 2 (``"b"``: 256 rows; ``"a"``: twice the columns) and 4 (``"b"``: 512 rows);
+  clusters of 2 (``"b"``: 256 rows; ``"a"``: twice the columns) and 4 (``"b"``: 512 rows); on a thin n
+  (:func:`thin_grid`) CTAs of 64 rows on clusters of 2 and 4 (``"b"``: 128 and 256 rows) too;
 - swapped tiles (``D^T = B^T A^T``, a CTA's rows any multiple of 8) fitted to ``m`` in one to four tile rows,
   64 to 256 columns;
 - the wave layouts (:func:`wave_layouts`): swapped CTAs of 64 or 128 columns on cuBLAS's cluster grids, their rows
@@ -64,6 +68,7 @@ __all__ = [
     "order_group",
     "ragged_rows",
     "schedules",
+    "thin_grid",
     "tiles_for",
     "unmeasured",
     "wave_layouts",
@@ -75,6 +80,8 @@ BK = 64
 PAD_LIMIT = 0.25  # padding a tile may always have (a quarter more multiply-adds)
 PAD_SLACK = 0.10  # beyond PAD_LIMIT: this much more than the least padding of any candidate tile
 SKINNY = 128  # the rows (columns) one tile row (column) holds on a skinny output: see wide_enough
+THIN = 64  # the columns of a thin n that takes only clusters sharing B: see thin_grid
+THIN_GRIDS = (2, 4)  # the CTAs of those clusters
 RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GROUP_SIZE_M)
 BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
@@ -190,6 +197,8 @@ def _menu_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, in
             out.append(((cta_m, bn, BK), Layout(1, "b", False)))
         out += [((256, bn, BK), Layout(2, "b", False)), ((512, bn, BK), Layout(4, "b", False))]
         out.append(((128, 2 * bn, BK), Layout(2, "a", False)))
+    if n <= THIN:  # CTAs of 64 rows sharing B (thin_grid)
+        out += [((64 * c, bn, BK), Layout(c, "b", False)) for bn in bns for c in THIN_GRIDS]
     for rows in sorted(_fitted(m, 8, 256) - set(range(64, 257, 64))):
         for cols in (64, 128, 192, 256):
             if rows <= 128 or cols <= 128:
@@ -209,7 +218,13 @@ def tiles_for(
 ) -> list[tuple[tuple[int, int, int], Layout]]:
     """The tiles and layouts worth ranking on ``path``: generated, then filtered by the module's three rules."""
     raw = _wgmma_tiles(m, n, target) if path == "wgmma" else _mma_tiles()
-    ok = [(t, lay) for t, lay in dict.fromkeys(raw) if not empty_cta(m, n, t, lay) and supports(t, dtype, lay, path)]
+    thin = path == "wgmma" and n <= THIN and wide_enough(n, m, target)
+    allowed = [
+        (t, lay)
+        for t, lay in dict.fromkeys(raw)
+        if not empty_cta(m, n, t, lay) or (thin and thin_grid(m, n, t, lay, target))
+    ]
+    ok = [(t, lay) for t, lay in allowed if supports(t, dtype, lay, path)]
     if not ok:  # no CTA grid fits without an empty CTA: the smallest one-CTA tile that the path runs
         one = [(t, lay) for t, lay in dict.fromkeys(raw) if lay.cluster == 1 and supports(t, dtype, lay, path)]
         if not one:
@@ -221,7 +236,10 @@ def tiles_for(
         ok = [(t, lay) for t, lay in ok if t[1] >= n] or ok
     least = min(padding(m, n, t) for t, _ in ok)
     bound = max(PAD_LIMIT, least + PAD_SLACK)
-    return sorted((t, lay) for t, lay in ok if padding(m, n, t) <= bound or hidden_padding(m, n, dtype, t, lay, target))
+    out = [(t, lay) for t, lay in ok if padding(m, n, t) <= bound or hidden_padding(m, n, dtype, t, lay, target)]
+    if thin:  # clusters sharing B
+        out = [(t, lay) for t, lay in out if thin_grid(m, n, t, lay, target)] or out
+    return sorted(out)
 
 
 def wide_enough(skinny: int, wide: int, target: Target) -> bool:
@@ -237,6 +255,30 @@ def wide_enough(skinny: int, wide: int, target: Target) -> bool:
     won on 3 by 3% to 4%. Probe (H100, cuBLAS in the same run) on the 15 train, validation and fresh shapes whose
     choice this changes: 0.786x before, 0.903x after."""
     return skinny <= SKINNY and -(-wide // 64) >= target.sms // 8
+
+
+def thin_grid(m: int, n: int, tile: tuple[int, int, int], layout: Layout, target: Target) -> bool:
+    """Whether ``tile`` on ``layout`` is a thin-n grid: unswapped CTAs on a cluster of :data:`THIN_GRIDS` CTAs
+    stacked along m that share B (``"b"``), whose tile rows fit one wave of the clusters the device holds. On a thin n
+    (at most :data:`THIN` columns on a wide m, :func:`wide_enough`) the candidates are only these: every CTA reads
+    the same few columns of B, and a cluster multicasts them (cuBLAS: 128 x 32 CTAs on clusters of 4 along m for
+    14648 x 32 x 1080, 116 CTAs for 115 tile rows). The last cluster may hold CTAs past ``m``: they load their share
+    of B for the others.
+
+    Measured on an H100 (2026-11-28, cuBLAS in the same run, 3 interleaved rounds; ``docs/results/thin-probe-h100
+    .csv``): on 30 fresh thin-n shapes (train seed, draws 520000-600000), the ranker's first of these against its
+    first of all candidates: 0.943x to 0.969x cuBLAS over n <= 128, 0.943x to 0.983x with the rule at n <= 64 (THIN
+    was read off this run; 4344 x 24 x 816 0.49x to 0.80x, 2312 x 24 x 2992 0.71x to 0.99x), losses where n was 104
+    to 128 (10488 x 104 x 1160 1.31x to 0.96x). Then, the rule frozen, on 40 new draws (600000-700000) whose choice
+    it changes: 0.924x to 0.958x (faster on 21, slower on 12); held out, the 9 test shapes it changes: 0.887x to
+    0.978x."""
+    tm = tile_counts(m, n, tile)[0]
+    return (
+        not layout.swap
+        and layout.multicast == "b"
+        and layout.cluster in THIN_GRIDS
+        and tm <= target.resident(layout.cluster)
+    )
 
 
 def hidden_padding(m: int, n: int, dtype: str, tile: tuple[int, int, int], layout: Layout, target: Target) -> bool:

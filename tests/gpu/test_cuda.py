@@ -217,6 +217,24 @@ def test_wgmma_wave_tiles(shape, transform, tile, options):
 @pytest.mark.parametrize(
     ("tile", "options"),
     [
+        ((256, 32, 64), {"cluster": 4, "multicast": "b"}),  # CTAs of 64 rows
+        ((512, 48, 64), {"cluster": 4, "multicast": "b"}),
+        ((128, 16, 64), {"cluster": 2, "multicast": "b"}),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (300, 24, 1000), (2312, 40, 2992)], ids=str)
+def test_wgmma_thin_grids(shape, transform, tile, options):
+    """The thin-n grids (``candidates.thin_grid``): clusters sharing B whose last cluster holds CTAs past m (1 to 3
+    of 4 here), which load their share of B for the others and store nothing, under every transform."""
+    kern, _ = check_wgmma(shape, transform, tile, **options)
+    assert kern.program.layout["CLUSTER"] == options["cluster"]
+
+
+@pytest.mark.parametrize(
+    ("tile", "options"),
+    [
         ((136, 128, 64), {}),
         ((72, 64, 64), {}),
         ((8, 256, 32), {}),

@@ -26,6 +26,7 @@ from ctgraph.select.candidates import (
     empty_cta,
     hidden_padding,
     offered,
+    thin_grid,
     tiles_for,
     unmeasured,
     wave_layouts,
@@ -83,7 +84,7 @@ def test_candidates_are_valid_for_their_path_with_no_empty_cta_and_bounded_paddi
     least = min(padding(m, n, c.tile) for c in pool)
     for c in pool:
         assert CUDA.supports(c.tile, "float16", c.layout, path), c.name
-        assert not empty_cta(m, n, c.tile, c.layout), c.name
+        assert not empty_cta(m, n, c.tile, c.layout) or thin_grid(m, n, c.tile, c.layout, target), c.name
         bounded = padding(m, n, c.tile) <= max(PAD_LIMIT, least + PAD_SLACK) + 1e-12
         assert bounded or hidden_padding(m, n, "float16", c.tile, c.layout, target), c.name
         tiles = output_tiles(m, n, c.tile)
@@ -123,16 +124,37 @@ def test_n_is_part_of_the_tile_choice():
 
 
 def test_a_thin_output_gets_swapped_tiles_whose_padding_hides_under_the_loads():
-    """3768x24x1272 ran 0.57x cuBLAS on 256 x 16 tiles (30 CTAs): a swapped CTA's 64 columns pad 24 to 64, but the
-    padded multiply-adds take less time than reading A once, so such tiles are offered; a square shape gets none."""
-    pool = candidates(3768, 24, 1272, "float16", H100_SXM, "wgmma", CUDA.supports)
-    least = min(padding(3768, 24, c.tile) for c in pool)
-    padded = [c for c in pool if padding(3768, 24, c.tile) > max(PAD_LIMIT, least + PAD_SLACK)]
+    """A swapped CTA's 64 columns pad a thin n (88 to 128 here), but the padded multiply-adds take less time than
+    reading A once, so such tiles are offered (3768x24x1272 ran 0.57x cuBLAS on 256 x 16 tiles, 30 CTAs, before they
+    were); a square shape gets none. (A thin n of at most THIN columns takes the thin grids: the next test.)"""
+    pool = candidates(3768, 88, 1272, "float16", H100_SXM, "wgmma", CUDA.supports)
+    least = min(padding(3768, 88, c.tile) for c in pool)
+    padded = [c for c in pool if padding(3768, 88, c.tile) > max(PAD_LIMIT, least + PAD_SLACK)]
     assert padded and all(c.layout.swap for c in padded)
     assert any(c.workgroups * c.layout.cluster >= 100 for c in padded if c.transform == "dataparallel")
     square = candidates(4096, 4096, 4096, "float16", H100_SXM, "wgmma", CUDA.supports)
     assert not any(hidden_padding(4096, 4096, "float16", c.tile, c.layout, H100_SXM) for c in square)
     assert not hidden_padding(3768, 24, "float16", (256, 16, 64), Layout(1, "b", False), H100_SXM)  # unswapped
+
+
+def test_a_thin_n_takes_only_clusters_sharing_b():
+    """n <= THIN on a wide m: unswapped CTAs on clusters of 2 or 4 along m that share B, one tile column, in one wave
+    of clusters; the last cluster may hold CTAs past m (14648 x 32: 29 tiles of 512 rows, its last CTA empty), and
+    only there. A wide n, or a thin n on a short m, keeps the other candidates."""
+    pool = candidates(14648, 32, 1080, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert pool and all(thin_grid(14648, 32, c.tile, c.layout, H100_SXM) for c in pool)
+    assert all(c.tile[1] >= 32 and c.layout.grid == (c.layout.cluster, 1) for c in pool)
+    assert any(c.tile == (512, 32, 64) and c.layout == Layout(4, "b", False) for c in pool)
+    small = candidates(4344, 24, 816, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert any(c.tile == (256, 32, 64) and c.layout == Layout(4, "b", False) for c in small)  # CTAs of 64 rows
+    assert any(empty_cta(14648, 32, c.tile, c.layout) for c in pool)
+    assert not thin_grid(14648, 32, (512, 32, 64), Layout(4, "b", True), H100_SXM)  # swapped
+    assert not thin_grid(14648, 32, (64, 32, 64), Layout(1, "b", False), H100_SXM)  # one CTA
+    assert not thin_grid(40000, 32, (512, 32, 64), Layout(4, "b", False), H100_SXM)  # two waves of clusters
+    for m, n in ((14648, 96), (14648, 1024), (600, 32)):
+        other = candidates(m, n, 1080, "float16", H100_SXM, "wgmma", CUDA.supports)
+        assert not all(thin_grid(m, n, c.tile, c.layout, H100_SXM) for c in other), (m, n)
+        assert not any(empty_cta(m, n, c.tile, c.layout) for c in other), (m, n)
 
 
 def test_wave_layouts_fill_the_waves_of_the_targets_clusters():
