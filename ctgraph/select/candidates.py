@@ -1,7 +1,7 @@
 """Shape- and path-aware candidates: every (tile, cluster layout, schedule, grid, tile order) worth ranking.
 
 Generated from ``(m, n, k)``, the :class:`~ctgraph.target.Target` and the instruction path that will run
-(:meth:`Target.paths`), never from a list of shapes. Three rules hold for every candidate (tested with hypothesis):
+(:meth:`Target.paths`), never from a list of shapes. These rules hold for every candidate (tested with hypothesis):
 
 - **valid for its path**: the backend accepts the tile and layout (``backend.supports``);
 - **no CTA that computes nothing**: in the last row (column) of tiles, every CTA of a cluster's grid holds at least
@@ -216,7 +216,7 @@ def _mma_tiles() -> list[tuple[tuple[int, int, int], Layout]]:
 def tiles_for(
     m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports
 ) -> list[tuple[tuple[int, int, int], Layout]]:
-    """The tiles and layouts worth ranking on ``path``: generated, then filtered by the module's three rules."""
+    """The tiles and layouts worth ranking on ``path``: generated, then filtered by the module's rules."""
     raw = _wgmma_tiles(m, n, target) if path == "wgmma" else _mma_tiles()
     thin = path == "wgmma" and n <= THIN and wide_enough(n, m, target)
     allowed = [
