@@ -21,7 +21,7 @@ from ..config import Config, Layout, parse_tile, tile_name
 from ..counts import k_iterations, tile_counts
 from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
-from .candidates import UNMEASURED_MARGIN, Supports, candidates, offered, schedules, unmeasured
+from .candidates import Supports, candidates, offered, schedules
 from .model import Correction, load_correction, predict, user_correction_path
 
 __all__ = [
@@ -67,18 +67,9 @@ def rank(
 
 
 def _ranked(pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target) -> list[tuple[Config, float]]:
-    """``pool`` with the predicted seconds of each, fastest first; ties keep the pool's order. A tile the fit never
-    timed (:func:`~.candidates.unmeasured`) is priced :data:`~.candidates.UNMEASURED_MARGIN` times dearer."""
+    """``pool`` with the predicted seconds of each, fastest first; ties keep the pool's order."""
     correction = _correction(target.family)
-    fresh = unmeasured(m, n, target)
-    scored = [
-        (
-            predict(c, m, n, k, dtype, target, correction) * (UNMEASURED_MARGIN if (c.tile, c.layout) in fresh else 1),
-            i,
-            c,
-        )
-        for i, c in enumerate(pool)
-    ]
+    scored = [(predict(c, m, n, k, dtype, target, correction), i, c) for i, c in enumerate(pool)]
     return [(c, t) for t, _, c in sorted(scored)]
 
 

@@ -70,7 +70,6 @@ __all__ = [
     "schedules",
     "thin_grid",
     "tiles_for",
-    "unmeasured",
     "wave_layouts",
     "wave_tiles",
     "wide_enough",
@@ -88,12 +87,6 @@ WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"
 WAVE_QUARTERS = (2, 3, 4, 8)
 WAVE_HEIGHTS = (128, 192, 256)  # a CTA's rows on the wave tiles: two, three or four 64-row blocks
 WAVE_TILE_GRIDS: tuple[tuple[int, str], ...] = ((1, "b"), (2, "b"), (2, "a"))
-# The ranker's price of a tile its fit never timed (:func:`unmeasured`) is this much dearer: on 50 fresh shapes whose
-# first config a wave tile changed (H100, 2026-11-28, train seed, draws 400000-460000, cuBLAS in the same run), the
-# wave tiles as the ranker priced them took the shapes from 0.905x cuBLAS to 0.915x, losing 16 by more than 5%; taken
-# only where priced at least 1.05, 1.1, 1.2 or 1.3 times faster than the first config without them: 0.933x, 0.920x,
-# 0.914x, 0.914x (docs/results/wave-probe-h100.csv). Until the ranker is refitted on a sample that times them.
-UNMEASURED_MARGIN = 1.05
 SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
 # Schedules (transform, sk_batches) ranked for a named transform only, never for transform="auto": where the ranker
 # put them first they ran slower than its next config, on fresh shapes (train seed, never tuned or probed before),
@@ -168,17 +161,6 @@ def wave_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int
                     step = 16 * grid_n
                     out[(h * grid_m, step * -(-n // (step * t_n)), BK), Layout(cluster, multicast, False)] = None
     return list(out)
-
-
-def unmeasured(m: int, n: int, target: Target) -> frozenset[tuple[tuple[int, int, int], Layout]]:
-    """The wave tiles (:func:`wave_tiles`) that no other rule generates: the tiles the ranker's fitted sample never
-    timed, which it prices :data:`UNMEASURED_MARGIN` times dearer."""
-    return _unmeasured(m, n, target)
-
-
-@functools.lru_cache(maxsize=1024)
-def _unmeasured(m: int, n: int, target: Target) -> frozenset[tuple[tuple[int, int, int], Layout]]:
-    return frozenset(wave_tiles(m, n, target)) - frozenset(_menu_tiles(m, n, target))
 
 
 def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
