@@ -36,9 +36,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .arguments import positive_int
 from .config import tile_name
 from .deps import require
-from .gemm import check_problem, positive_int
+from .gemm import check_problem
 from .measure import call_time as _call_time
 from .measure import in_turn
 from .measure import kernel_time as _kernel_time

@@ -208,8 +208,8 @@ def _require_gpu_stack(what: str) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .arguments import positive_int
     from .bench import DEFAULT_SHAPES, read_shapes, run_bench
-    from .gemm import positive_int
 
     if args.mainloop == "mma" and args.tile == "auto":
         print("error: --mainloop mma needs --tile BM BN BK (the auto tiles are the wgmma path's)", file=sys.stderr)
@@ -237,7 +237,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, int]]:
     """A shape set by name (:data:`SETS`: ctgraph/data/shapes/, :mod:`ctgraph.select.shapes`) or a CSV of m,n,k;
     without its first ``skip`` shapes, then its first ``limit`` (0: all)."""
-    from .gemm import positive_int
+    from .arguments import positive_int
     from .select import shapes
 
     for what, v in (("--limit", limit), ("--skip", skip)):
@@ -258,7 +258,7 @@ def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, in
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .gemm import positive_int
+    from .arguments import positive_int
     from .tune import merge, parse_shard, run
 
     if args.merge:

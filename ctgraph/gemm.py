@@ -19,15 +19,15 @@ lowering can turn them into kernel arguments.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
+from .arguments import positive_int
 from .counts import ceil_div, problem_tiles
 from .dimensions import ForLoop, MacroTileIndex, MacroTileNumber, SubDimension, User
 from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
 
-__all__ = ["DTYPES", "GemmProblem", "gemm", "positive_int"]
+__all__ = ["DTYPES", "GemmProblem", "gemm"]
 
 DTYPES = ("float16", "float32")
 
@@ -46,15 +46,6 @@ class GemmProblem:
     def tiles(self) -> tuple[int, int, int]:
         """Number of macro tiles along m, n and k (partial tiles included): :func:`ctgraph.counts.problem_tiles`."""
         return problem_tiles(self.m, self.n, self.k, self.macro_tile)
-
-
-def positive_int(name: str, value: object) -> int:
-    """``value`` as an int where it is a positive integer (not a bool), else a ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer (>= 1), got {value!r}")
-    return int(value)
 
 
 def _dtype_name(dtype: object) -> str:

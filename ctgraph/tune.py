@@ -171,7 +171,7 @@ def run(
     ``rounds`` interleaved rounds; the merged table is written to ``out`` (and the workers' parts beside it)."""
     import multiprocessing as mp
 
-    from .gemm import positive_int
+    from .arguments import positive_int
     from .select.resolve import device_target
 
     positive_int("tune: rounds", rounds)

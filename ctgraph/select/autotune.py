@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
+from ..arguments import positive_int
 from ..config import Config
 from ..measure import in_turn
 from ..target import Target
@@ -70,9 +71,7 @@ def time_configs(
 def interleaved(items: list[T], rounds: int, time: Callable[[T], float]) -> dict[T, float]:
     """``time`` each item in ``rounds`` rounds, forward then backward in turn (so drift over a run favours none),
     and keep each item's median (infinity for a round whose timing raised ``ValueError`` or ``RuntimeError``)."""
-    # NOTE: gemm.positive_int's test, written out: ctgraph.gemm imports selection, so selection cannot import it
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    positive_int("rounds", rounds)
     samples: dict[T, list[float]] = {x: [] for x in items}
     for r in range(rounds):
         for x in in_turn(items, r):
