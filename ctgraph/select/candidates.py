@@ -164,12 +164,8 @@ def wave_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int
 
 
 def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
-    """The wgmma path's tiles and layouts before the filters (module docstring)."""
-    return _menu_tiles(m, n, target) + wave_tiles(m, n, target)
-
-
-def _menu_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
-    """The wgmma path's tiles and layouts of the menu, the fitted tiles and the wave layouts."""
+    """The wgmma path's tiles and layouts before the filters (module docstring): the menu, the fitted tiles, the
+    wave layouts and the wave tiles."""
     bns = sorted(set(BN_MENU) | _fitted(n, 16, 256))
     out: list[tuple[tuple[int, int, int], Layout]] = []
     for bn in bns:
@@ -185,8 +181,7 @@ def _menu_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, in
         for cols in (64, 128, 192, 256):
             if rows <= 128 or cols <= 128:
                 out.append(((rows, cols, BK), Layout(1, "b", True)))
-    out += wave_layouts(m, n, target)
-    return out
+    return out + wave_layouts(m, n, target) + wave_tiles(m, n, target)
 
 
 def _mma_tiles() -> list[tuple[tuple[int, int, int], Layout]]:
