@@ -5,9 +5,9 @@ Generated from ``(m, n, k)``, the :class:`~ctgraph.target.Target` and the instru
 
 - **valid for its path**: the backend accepts the tile and layout (``backend.supports``);
 - **no CTA that computes nothing**: in the last row (column) of tiles, every CTA of a cluster's grid holds at least
-  one row (column) of the output, and no grid has more workgroups than work to give; one exception, the thin-n
-  grids of :func:`thin_grid`, whose last cluster may hold CTAs past ``m`` that still load their share of B for the
-  others (cuBLAS's own grid on such shapes);
+  one row (column) of the output, and no grid has more workgroups than work to give; two exceptions, where CTAs past
+  ``m`` in the last tile row still load their share of B for the others: the thin-n grids of :func:`thin_grid`
+  (cuBLAS's own grid on such shapes), and a cluster along m sharing B whose empty CTAs are few (:func:`few_empty`);
 - **bounded padding**: the multiply-adds spent on padding (:func:`~ctgraph.counts.padding`) stay within
   :data:`PAD_LIMIT`, or within :data:`PAD_SLACK` of the least any candidate tile reaches, or, for a swapped tile,
   hide under the loads (:func:`hidden_padding`);
@@ -63,6 +63,7 @@ __all__ = [
     "RASTER",
     "candidates",
     "empty_cta",
+    "few_empty",
     "hidden_padding",
     "offered",
     "order_group",
@@ -81,6 +82,7 @@ PAD_SLACK = 0.10  # beyond PAD_LIMIT: this much more than the least padding of a
 SKINNY = 128  # the rows (columns) one tile row (column) holds on a skinny output: see wide_enough
 THIN = 64  # the columns of a thin n that takes only clusters sharing B: see thin_grid
 THIN_GRIDS = (2, 4)  # the CTAs of those clusters
+EMPTY_SHARE = 1 / 16  # the most of a grid's CTAs that may be empty in its last tile row: see few_empty
 RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GROUP_SIZE_M)
 BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
@@ -115,6 +117,23 @@ def empty_cta(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> boo
     tm, tn = tile_counts(m, n, tile)
     rows, cols = m - (tm - 1) * tile[0], n - (tn - 1) * tile[1]
     return -(-rows // (tile[0] // cm)) < cm or -(-cols // (tile[1] // cn)) < cn
+
+
+def few_empty(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> bool:
+    """Whether the CTAs :func:`empty_cta` finds are few and harmless: an unswapped cluster stacked along m that shares
+    B (``"b"``, as the thin grids), whose only empty CTAs are those past ``m`` in the last tile row (its columns
+    full), at most :data:`EMPTY_SHARE` of the grid's CTAs. With ``cm`` CTAs of ``BM / cm`` rows and ``tm`` tile
+    rows, the last holding ``rows = m - (tm - 1) BM``, that is ``(cm - ceil(rows / (BM / cm))) / (cm tm) <=
+    EMPTY_SHARE``. Such a CTA still loads its share of B for the others; the rule keeps the anchors' 256 x 256 tiles
+    on 2 CTAs for an m with ``m % 256`` in 1..128 (4168 x 7288 x 4168: without it no 256-row tile of 2 CTAs at
+    all)."""
+    cm, cn = layout.grid
+    if layout.swap or layout.multicast != "b" or cn != 1:
+        return False
+    tm, _ = tile_counts(m, n, tile)
+    rows = m - (tm - 1) * tile[0]
+    empty = cm - -(-rows // (tile[0] // cm))
+    return empty <= EMPTY_SHARE * cm * tm
 
 
 def wave_layouts(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
@@ -199,7 +218,7 @@ def tiles_for(
     allowed = [
         (t, lay)
         for t, lay in dict.fromkeys(raw)
-        if not empty_cta(m, n, t, lay) or (thin and thin_grid(m, n, t, lay, target))
+        if not empty_cta(m, n, t, lay) or few_empty(m, n, t, lay) or (thin and thin_grid(m, n, t, lay, target))
     ]
     ok = [(t, lay) for t, lay in allowed if supports(t, dtype, lay, path)]
     if not ok:  # no CTA grid fits without an empty CTA: the smallest one-CTA tile that the path runs

@@ -24,6 +24,7 @@ from ctgraph.select.candidates import (
     PAD_SLACK,
     THIN,
     empty_cta,
+    few_empty,
     hidden_padding,
     offered,
     thin_grid,
@@ -82,10 +83,14 @@ def test_candidates_are_valid_for_their_path_with_no_empty_cta_and_bounded_paddi
     pool = candidates(m, n, k, "float16", target, path, CUDA.supports)
     assert pool
     least = min(padding(m, n, c.tile) for c in pool)
-    thin = path == "wgmma" and n <= THIN and wide_enough(n, m, target)  # only there may a cluster hold an empty CTA
+    thin = path == "wgmma" and n <= THIN and wide_enough(n, m, target)  # there a cluster may hold an empty CTA
     for c in pool:
         assert CUDA.supports(c.tile, "float16", c.layout, path), c.name
-        assert not empty_cta(m, n, c.tile, c.layout) or (thin and thin_grid(m, n, c.tile, c.layout, target)), c.name
+        assert (
+            not empty_cta(m, n, c.tile, c.layout)
+            or few_empty(m, n, c.tile, c.layout)  # and here, a few in the last tile row
+            or (thin and thin_grid(m, n, c.tile, c.layout, target))
+        ), c.name
         bounded = padding(m, n, c.tile) <= max(PAD_LIMIT, least + PAD_SLACK) + 1e-12
         assert bounded or hidden_padding(m, n, "float16", c.tile, c.layout, target), c.name
         tiles = output_tiles(m, n, c.tile)
@@ -155,7 +160,23 @@ def test_a_thin_n_takes_only_clusters_sharing_b():
     for m, n in ((14648, 96), (14648, 1024), (600, 32)):
         other = candidates(m, n, 1080, "float16", H100_SXM, "wgmma", CUDA.supports)
         assert not all(thin_grid(m, n, c.tile, c.layout, H100_SXM) for c in other), (m, n)
-        assert not any(empty_cta(m, n, c.tile, c.layout) for c in other), (m, n)
+        assert not any(empty_cta(m, n, c.tile, c.layout) and not few_empty(m, n, c.tile, c.layout) for c in other)
+
+
+def test_few_empty_ctas_keep_the_anchors_tiles():
+    """An unswapped cluster along m sharing B may leave CTAs past m in its last tile row, at most EMPTY_SHARE of the
+    grid's: 4168 x 7288 (17 tile rows of 256, the last of 72 rows) keeps 256 x 256 on 2 CTAs; a short m (300: 2 tile
+    rows, a quarter of the CTAs empty), a swapped layout, clusters sharing A or CTAs past n do not."""
+    assert empty_cta(4168, 7288, (256, 256, 64), Layout(2, "b", False))
+    assert few_empty(4168, 7288, (256, 256, 64), Layout(2, "b", False))
+    pool = candidates(4168, 7288, 4168, "float16", H100_SXM, "wgmma", CUDA.supports)
+    assert any(c.tile == (256, 256, 64) and c.layout == Layout(2, "b", False) for c in pool)
+    assert not few_empty(300, 7288, (256, 256, 64), Layout(2, "b", False))
+    assert not few_empty(4168, 7288, (256, 256, 64), Layout(2, "b", True))
+    assert not few_empty(7288, 4168, (128, 512, 64), Layout(2, "a", False))  # CTAs past n
+    # 512 x 256 on 4 CTAs: 9 tile rows of 512, the last of 72 rows: 3 of 36 CTAs empty (1/12 > 1/16)
+    assert empty_cta(4168, 7288, (512, 256, 64), Layout(4, "b", False))
+    assert not few_empty(4168, 7288, (512, 256, 64), Layout(4, "b", False))
 
 
 def test_wave_layouts_fill_the_waves_of_the_targets_clusters():
