@@ -11,7 +11,9 @@ each CTA ``BM/cm x BN/cn``; one K iteration of ``BK`` costs a CTA, with ``a`` CT
                                                                       z = max(1, a / (r c)): the K slabs in flight
                                                                       (split-K and Stream-K put several workgroups
                                                                       on one tile, each reading its own slab);
-                                                                      0 where A and B fit in half the L2; a (BM + BN)
+                                                                      0 where A and B fit in 3/4 of the L2
+                                                                      (L2_RESIDENT: a timed kernel finds them
+                                                                      there from its last run); a (BM + BN)
                                                                       BK s / HBM_rate where the workgroups read K out
                                                                       of step and the wave's r BM + c BN rows of K
                                                                       outgrow half the L2
@@ -35,7 +37,12 @@ sets show no gain (docs/selection.md). The slab count ``z`` stops split-K and St
 faster than a data-parallel grid on a memory-bound output (small m, wide n and k: the old model ranked split-K first
 on such shapes, 10-20% slower than data-parallel on an H100): refitted with an H100 sample of that stratum (40
 train, 20 validation shapes), validation regret 1.0400 -> 1.0397 over both devices' validation shapes, 1.047 ->
-1.033 on the stratum's.
+1.033 on the stratum's. ``L2_RESIDENT`` was a half while a skinny m on a B of 4096 x 4096 (32 MiB) ran 0.66x
+to 0.75x cuBLAS (57 x 4096 x 4096 of the train sample: 15.4 us, split-K on twice the CTAs 11.2 us, cuBLAS 10.1 us):
+cuBLAS reads that B faster than the HBM can, from the L2 where the run before left it, and the model priced it
+from HBM, so every grid cost the same (in the L2 the ring term favours more CTAs, split-K). Refitted at 3/4 the
+validation regret is within noise (1.040 -> 1.037); on fresh shapes with A and B in 1/2..3/4 of the L2 the ranker's
+first ran 0.907x -> 0.983x cuBLAS, elsewhere 1.000x -> 0.997x (H100, ``docs/selection.md``).
 
 A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` workgroups a fixup of
 ``FIXUP_LEVEL + (BM/cm)(BN/cn) 4 / FIXUP_RATE`` per level of a radix-4 tree, and a Stream-K section out of step
@@ -98,6 +105,7 @@ MAX_STAGES = 8
 A_STAGE_MIN = 8192  # bytes an A region of a stage takes at least
 D_STAGING = 2 * 64 * 64 * 2  # bytes of staged D boxes per consumer warpgroup (two 64 x 64 boxes of halves)
 STAGES_RESERVE = 1024 + 1024 + 16 * MAX_STAGES + 8  # the SM's reserve, alignment slack, barriers
+L2_RESIDENT = 0.75  # the share of the L2 that A and B together may fill and still stay in it (docs/selection.md)
 SM_RATE = 100e9  # bytes/s one SM's shared memory takes in from the L2 (sm90; chosen by the train sample's regret)
 
 FEATURES = (
@@ -143,7 +151,7 @@ def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, ac
     u_b = UNALIGNED if (n * s) % LINE else 1.0
     l2 = ctas * (cta_m * bk * s * u_a / cn + cta_n * bk * s * u_b / cm) / target.l2_rate
     hbm = 0.0
-    if (m + n) * k * s > target.l2_bytes / 2:  # else A and B stay in the L2: HBM reads them once, in the launch
+    if (m + n) * k * s > L2_RESIDENT * target.l2_bytes:  # else A and B stay in the L2 from the run before
         tm, tn = tile_counts(m, n, c.tile)
         rows = min(tm, c.raster) if c.raster > 1 else min(tm, -(-active // tn))
         cols = min(tn, -(-active // rows))
