@@ -29,8 +29,8 @@ Tiles on the wgmma path (``BK = 64``):
   fitted so that the tiles make one or two whole waves.
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
-``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R`` (two-tile and 3 batches
-only for a transform the caller names: :data:`NAMED_ONLY`, :func:`offered`); where ``T < R``, Stream-K on ``R`` and
+``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``, only for a transform
+the caller names (:data:`NAMED_ONLY`, :func:`offered`); where ``T < R``, Stream-K on ``R`` and
 on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``.
 Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in groups of
 :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`; ragged groups of
@@ -97,8 +97,12 @@ SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
 #   (2026-11-27, docs/results/twotile-probe-h200.csv); 12 earlier fresh shapes 0.838x against 0.880x for the best
 #   data-parallel config; the fastest config timed on 9 of the tune tables' 335 shapes.
 # - The Stream-K hybrid of 3 batches: 20 fresh shapes on an H100, 0.877x against 0.956x, the next config won 19
-#   (2026-11-27, docs/results/hybrid-probe-h100.csv). The 1-batch hybrid stays: 0.932x against 0.933x on 20 others.
-NAMED_ONLY = frozenset({("streamk2tile", None), ("streamk_hybrid", 3)})
+#   (2026-11-27, docs/results/hybrid-probe-h100.csv).
+# - The Stream-K hybrid of 1 batch: 0.932x against 0.933x on 20 fresh shapes (2026-11-27), 0.924x against 0.933x on
+#   30 more (2026-11-28, the next config won 17), 0.996x against 1.000x on 28 more after the L2 refit (the next won
+#   16; docs/results/hybrid2-probe-h100.csv); in the tune tables the same tile data-parallel ran faster on 222 of
+#   the 286 shapes whose last wave the hybrid splits (1.07x at the geomean).
+NAMED_ONLY = frozenset({("streamk2tile", None), ("streamk_hybrid", 3), ("streamk_hybrid", 1)})
 
 Supports = Callable[[tuple[int, int, int], str, Layout, str], bool]  # tile, dtype, layout, path
 

@@ -33,7 +33,7 @@ from ctgraph.select.candidates import (
     wave_tiles,
     wide_enough,
 )
-from ctgraph.select.fit import fit, kernel_hash, regret, samples
+from ctgraph.select.fit import _solve, fit, kernel_hash, pooled, regret, samples
 from ctgraph.select.model import FEATURES, Correction, analytic, features, predict
 from ctgraph.target import same_chip
 
@@ -330,12 +330,16 @@ def test_fit_recovers_a_known_correction_and_reduces_regret():
     f = fit(synth(40, 1), validation, H100_SXM, kernels="test")
     assert f.validation_regret == pytest.approx(1.0, abs=1e-6)
     assert f.validation_regret <= f.validation_regret_analytic
-    w = dict(zip(FEATURES, f.correction.weights, strict=True))
-    assert w["swap"] == pytest.approx(0.4, abs=0.05)
-    assert w["streamk"] == pytest.approx(0.5, abs=0.05)
-    # padding and its square are near collinear where the sample's padding stays below one: the fit may share
-    # the weight between them, as long as the two together give the padding's factor
-    assert w["padding"] + w["padding_sq"] == pytest.approx(1.0, abs=0.1)
+    # the features are near collinear (swap and its interactions, padding and its square), so a weight may be shared
+    # among them, and the chosen lambda (the largest whose regret ties the least: here every one) shrinks them; the
+    # ranking above is what it must keep. Unregularised, the solver gives back the correction itself: each config's
+    # factor against its shape's
+    rows = pooled(synth(40, 1), H100_SXM)
+    w = _solve(rows, 0.0)
+    for key in dict.fromkeys(r[0] for r in rows):
+        phis = np.array([r[2] for r in rows if r[0] == key])
+        got, want = phis @ w, phis @ true
+        assert np.allclose(got - got.mean(), want - want.mean(), atol=1e-4), key
     assert f.correction.kernels == "test"
 
 
