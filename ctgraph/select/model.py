@@ -38,8 +38,8 @@ faster than a data-parallel grid on a memory-bound output (small m, wide n and k
 on such shapes, 10-20% slower than data-parallel on an H100): refitted with an H100 sample of that stratum (40
 train, 20 validation shapes), validation regret 1.0400 -> 1.0397 over both devices' validation shapes, 1.047 ->
 1.033 on the stratum's. ``L2_RESIDENT`` was a half while a skinny m on a B of 4096 x 4096 (32 MiB) ran 0.66x
-to 0.75x cuBLAS (57 x 4096 x 4096 of the train sample: 15.4 us, split-K on twice the CTAs 11.2 us, cuBLAS 10.1 us):
-cuBLAS reads that B faster than the HBM can, from the L2 where the run before left it, and the model priced it
+cuBLAS (57 x 4096 x 4096 of the train sample: 15.4 us against 10.1 us; split-K on twice the CTAs 11.2 us): cuBLAS
+reads that B faster than the HBM can, from the L2 where the run before left it, and the model priced it
 from HBM, so every grid cost the same (in the L2 the ring term favours more CTAs, split-K). Refitted at 3/4 the
 validation regret is within noise (1.040 -> 1.037); on fresh shapes with A and B in 1/2..3/4 of the L2 the ranker's
 first ran 0.907x -> 0.983x cuBLAS, elsewhere 1.000x -> 0.997x (H100, ``docs/selection.md``).
