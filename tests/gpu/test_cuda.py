@@ -232,14 +232,15 @@ def test_wgmma_thin_grids(shape, transform, tile, options):
     assert kern.program.layout["CLUSTER"] == options["cluster"]
 
 
-@pytest.mark.parametrize("tile", [(256, 256, 64), (256, 192, 64)], ids=str)
+@pytest.mark.parametrize(("tile", "cluster"), [((256, 256, 64), 2), ((256, 192, 64), 2), ((512, 128, 64), 4)], ids=str)
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
-@pytest.mark.parametrize("shape", [(1864, 520, 1000), (2104, 200, 4104)], ids=str)
-def test_wgmma_few_empty(shape, transform, tile):
-    """``candidates.few_empty``: 2 CTAs along m sharing B whose last tile row (72 or 56 rows) leaves the second CTA
-    past m; it loads its share of B for the first and stores nothing, under every transform."""
-    kern, _ = check_wgmma(shape, transform, tile, cluster=2, multicast="b")
-    assert kern.program.layout["CLUSTER"] == 2
+@pytest.mark.parametrize("shape", [(1864, 520, 1000), (2104, 200, 4104), (6244, 200, 1000)], ids=str)
+def test_wgmma_few_empty(shape, transform, tile, cluster):
+    """``candidates.few_empty``: CTAs along m sharing B whose last tile row (56 to 328 rows) leaves CTAs past m: the
+    second of 2, or one to three of 4 (6244 x 200 on 512 x 128: three, the most the rule allows there); they load
+    their share of B for the others and store nothing, under every transform."""
+    kern, _ = check_wgmma(shape, transform, tile, cluster=cluster, multicast="b")
+    assert kern.program.layout["CLUSTER"] == cluster
 
 
 @pytest.mark.parametrize(
