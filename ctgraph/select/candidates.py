@@ -113,31 +113,32 @@ def _fitted(extent: int, step: int, most: int, counts: Iterable[int] = range(1, 
     return {x for t in counts if (x := step * -(-extent // (step * t))) <= most}
 
 
-def empty_cta(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> bool:
-    """Whether a CTA of the cluster grid computes nothing in the last row or column of tiles: with ``cm x cn``
-    CTAs of ``BM/cm x BN/cn``, the last tile row holds ``m - (tm - 1) BM`` rows, so its CTAs of index
-    ``i >= ceil(rows / (BM/cm))`` are empty (likewise for columns)."""
+def _empty_ctas(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> tuple[int, int]:
+    """The CTAs of the cluster grid that compute nothing in the last row and in the last column of tiles: with
+    ``cm x cn`` CTAs of ``BM/cm x BN/cn``, the last tile row holds ``rows = m - (tm - 1) BM`` rows, so its CTAs of
+    index ``i >= ceil(rows / (BM/cm))`` are empty, ``cm - ceil(rows / (BM/cm))`` of them (likewise for columns)."""
     cm, cn = layout.grid
     tm, tn = tile_counts(m, n, tile)
     rows, cols = m - (tm - 1) * tile[0], n - (tn - 1) * tile[1]
-    return -(-rows // (tile[0] // cm)) < cm or -(-cols // (tile[1] // cn)) < cn
+    return cm - -(-rows // (tile[0] // cm)), cn - -(-cols // (tile[1] // cn))
+
+
+def empty_cta(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> bool:
+    """Whether a CTA of the cluster grid computes nothing in the last row or column of tiles (:func:`_empty_ctas`)."""
+    return any(_empty_ctas(m, n, tile, layout))
 
 
 def few_empty(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> bool:
     """Whether the CTAs :func:`empty_cta` finds are few and harmless: an unswapped cluster stacked along m that shares
     B (``"b"``, as the thin grids), whose only empty CTAs are those past ``m`` in the last tile row (its columns
-    full), at most :data:`EMPTY_SHARE` of the grid's CTAs. With ``cm`` CTAs of ``BM / cm`` rows and ``tm`` tile
-    rows, the last holding ``rows = m - (tm - 1) BM``, that is ``(cm - ceil(rows / (BM / cm))) / (cm tm) <=
-    EMPTY_SHARE``. Such a CTA still loads its share of B for the others; the rule keeps the anchors' 256 x 256 tiles
-    on 2 CTAs for an m with ``m % 256`` in 1..128 (4168 x 7288 x 4168: without it no 256-row tile of 2 CTAs at
-    all)."""
-    cm, cn = layout.grid
-    if layout.swap or layout.multicast != "b" or cn != 1:
+    full), at most :data:`EMPTY_SHARE` of the grid's CTAs. With ``cm`` CTAs a tile and ``tm`` tile rows, ``e`` of
+    them empty in the last (:func:`_empty_ctas`), that is ``e / (cm tm) <= EMPTY_SHARE``. Such a CTA still loads its
+    share of B for the others; the rule keeps the anchors' 256 x 256 tiles on 2 CTAs for an m with ``m % 256`` in
+    1..128 (4168 x 7288 x 4168: without it no 256-row tile of 2 CTAs at all)."""
+    if layout.swap or layout.multicast != "b":
         return False
-    tm, _ = tile_counts(m, n, tile)
-    rows = m - (tm - 1) * tile[0]
-    empty = cm - -(-rows // (tile[0] // cm))
-    return empty <= EMPTY_SHARE * cm * tm
+    rows, cols = _empty_ctas(m, n, tile, layout)
+    return cols == 0 and rows <= EMPTY_SHARE * layout.grid[0] * tile_counts(m, n, tile)[0]
 
 
 def wave_layouts(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:

@@ -327,14 +327,15 @@ def test_fit_recovers_a_known_correction_and_reduces_regret():
 
     del rng
     validation = synth(15, 2)
-    f = fit(synth(40, 1), validation, H100_SXM, kernels="test")
+    train = synth(40, 1)
+    f = fit(train, validation, H100_SXM, kernels="test")
     assert f.validation_regret == pytest.approx(1.0, abs=1e-6)
     assert f.validation_regret <= f.validation_regret_analytic
     # the features are near collinear (swap and its interactions, padding and its square), so a weight may be shared
     # among them, and the chosen lambda (the largest whose regret ties the least: here every one) shrinks them; the
     # ranking above is what it must keep. Unregularised, the solver gives back the correction itself: each config's
     # factor against its shape's
-    rows = pooled(synth(40, 1), H100_SXM)
+    rows = pooled(train, H100_SXM)
     w = _solve(rows, 0.0)
     for key in dict.fromkeys(r[0] for r in rows):
         phis = np.array([r[2] for r in rows if r[0] == key])
