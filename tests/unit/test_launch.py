@@ -115,3 +115,17 @@ def test_a_failed_launch_raises(driver, monkeypatch):
     p = Prepared([(FakeFunction(1), 1)], [], [], (0x1000, 0x2000, 0, 0x3000))
     with pytest.raises(driver_module.CudaError, match="cuLaunchKernelEx"):
         p((0x1000, 0x2000, 0, 0x3000), 1.0, 0.0, 0, 0, stream=0)
+
+
+@pytest.mark.parametrize("cols", [64, 128, 4096, 8192, 57344])
+def test_rows_on_lines_promote_256_bytes(cols):
+    from lowering.cuda.driver import CU_TENSOR_MAP_L2_PROMOTION_256B, l2_promotion
+
+    assert l2_promotion(cols) == CU_TENSOR_MAP_L2_PROMOTION_256B
+
+
+@pytest.mark.parametrize("cols", [8, 24, 72, 5224, 5944, 50264])
+def test_rows_off_lines_promote_128_bytes(cols):
+    from lowering.cuda.driver import CU_TENSOR_MAP_L2_PROMOTION_128B, l2_promotion
+
+    assert l2_promotion(cols) == CU_TENSOR_MAP_L2_PROMOTION_128B
