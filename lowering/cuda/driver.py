@@ -294,9 +294,10 @@ def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swi
 def l2_promotion(cols: int) -> int:
     """The L2 promotion of a row-major fp16 matrix with rows of ``cols`` elements. Where every row starts on a
     128-byte line, a 128-byte box row is one line and 256-byte promotion brings the next K step's line with it.
-    Where rows start off the lines (``2 cols % 128 != 0``), a box row straddles two lines and 256-byte promotion
-    fetches up to 512 bytes for its 128; there, 128-byte promotion: on an H100, 184 x 5944 x 11848 went from 93.6
-    to 78.5 us and 48 x 5224 x 3880 from 22.9 to 20.2 us (docs/results/l2-promotion-h100.csv)."""
+    Where rows start off the lines (``2 cols % 128 != 0``), a box row straddles two lines, and 256-byte promotion
+    can bring up to 512 bytes into the L2 for its 128; there, 128-byte promotion was faster: on an H100,
+    184 x 5944 x 11848 went from 93.6 to 78.5 us and 48 x 5224 x 3880 from 22.9 to 20.2 us
+    (docs/results/l2-promotion-h100.csv)."""
     return CU_TENSOR_MAP_L2_PROMOTION_256B if 2 * cols % 128 == 0 else CU_TENSOR_MAP_L2_PROMOTION_128B
 
 

@@ -9,7 +9,14 @@ import pytest
 
 from lowering.cuda import launch
 from lowering.cuda.divisors import Divisor
-from lowering.cuda.driver import Launch, LaunchConfig, TensorMap
+from lowering.cuda.driver import (
+    CU_TENSOR_MAP_L2_PROMOTION_128B,
+    CU_TENSOR_MAP_L2_PROMOTION_256B,
+    Launch,
+    LaunchConfig,
+    TensorMap,
+    l2_promotion,
+)
 from lowering.cuda.launch import OPERAND_A, OPERAND_B, OPERAND_D, MapSpec, Prepared
 
 
@@ -119,13 +126,9 @@ def test_a_failed_launch_raises(driver, monkeypatch):
 
 @pytest.mark.parametrize("cols", [64, 128, 4096, 8192, 57344])
 def test_rows_on_lines_promote_256_bytes(cols):
-    from lowering.cuda.driver import CU_TENSOR_MAP_L2_PROMOTION_256B, l2_promotion
-
     assert l2_promotion(cols) == CU_TENSOR_MAP_L2_PROMOTION_256B
 
 
 @pytest.mark.parametrize("cols", [8, 24, 72, 5224, 5944, 50264])
 def test_rows_off_lines_promote_128_bytes(cols):
-    from lowering.cuda.driver import CU_TENSOR_MAP_L2_PROMOTION_128B, l2_promotion
-
     assert l2_promotion(cols) == CU_TENSOR_MAP_L2_PROMOTION_128B
