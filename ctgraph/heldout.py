@@ -170,13 +170,15 @@ def read(path: Path) -> list[dict[str, Any]]:
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Geomean, p10, counts below 0.9x and 0.8x, worst, call-time geomean, regret geomean (where timed)."""
+    """Geomean, p10, counts below 0.9x, 0.85x (the held-out target's floor) and 0.8x, worst, call-time geomean,
+    regret geomean (where timed)."""
     kr = [r["kernel_ratio"] for r in rows]
     return {
         "shapes": len(rows),
         "geomean": _geomean(kr),
         "p10": _quantile(kr, 0.1),
         "below_0.9": sum(x < 0.9 for x in kr),
+        "below_0.85": sum(x < 0.85 for x in kr),
         "below_0.8": sum(x < 0.8 for x in kr),
         "worst": min((x for x in kr if math.isfinite(x)), default=math.nan),
         "call_geomean": _geomean([r["call_ratio"] for r in rows]),

@@ -40,7 +40,7 @@ def test_summary_and_kinds_of_a_set():
     rows = _rows({(3768, 24, 1272): 0.5, (1000, 24, 64): 0.8, (512, 512, 512): 1.0, (4096, 4096, 4096): 1.25})
     s = summary(rows)
     assert s["shapes"] == 4 and s["geomean"] == pytest.approx((0.5 * 0.8 * 1.0 * 1.25) ** 0.25)
-    assert (s["below_0.9"], s["below_0.8"], s["worst"], s["failed"]) == (2, 1, 0.5, 0)
+    assert (s["below_0.9"], s["below_0.85"], s["below_0.8"], s["worst"], s["failed"]) == (2, 2, 1, 0.5, 0)
     kinds = by_kind(rows)
     assert list(kinds) == ["skinny", "small", "large"]
     assert kinds["skinny"]["shapes"] == 2 and kinds["skinny"]["geomean"] == pytest.approx(math.sqrt(0.4))
