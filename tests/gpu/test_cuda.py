@@ -232,6 +232,18 @@ def test_wgmma_thin_grids(shape, transform, tile, options):
     assert kern.program.layout["CLUSTER"] == options["cluster"]
 
 
+@pytest.mark.parametrize(
+    ("tile", "cluster"), [((256, 96, 64), 4), ((256, 160, 64), 4), ((128, 256, 64), 2), ((256, 144, 64), 4)], ids=str
+)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (96, 80, 4104), (216, 88, 1000), (2272, 272, 664)], ids=str)
+def test_wgmma_narrow_grids(shape, transform, tile, cluster):
+    """CTAs of 64 rows on clusters along m sharing B beyond the thin n (``candidates.NARROW``): 80 to 272 columns,
+    one to three tile columns, a last cluster with rows for 1 to 4 of its CTAs, under every transform."""
+    kern, _ = check_wgmma(shape, transform, tile, cluster=cluster, multicast="b")
+    assert kern.program.layout["CLUSTER"] == cluster
+
+
 @pytest.mark.parametrize(("tile", "cluster"), [((256, 256, 64), 2), ((256, 192, 64), 2), ((512, 128, 64), 4)], ids=str)
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
 @pytest.mark.parametrize("shape", [(1864, 520, 1000), (2104, 200, 4104), (6244, 200, 1000)], ids=str)
