@@ -247,7 +247,13 @@ def load_function(cubin: bytes, name: str, launch: Launch) -> Function:
 CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6
 CU_TENSOR_MAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes (0: none)
 CU_TENSOR_MAP_L2_PROMOTION_128B = 2
-CU_TENSOR_MAP_L2_PROMOTION_256B = 3
+# Every descriptor promotes an L2 miss to one 128-byte line, whatever the row pitch. Where rows start off the lines
+# (2 cols % 128 != 0), a 128-byte box row straddles two lines and 256-byte promotion can bring up to 512 bytes into
+# the L2 for its 128: 128 bytes was faster on an H100 (184 x 5944 x 11848: 93.6 -> 78.5 us; 48 x 5224 x 3880: 22.9
+# -> 20.2 us; docs/results/l2-promotion-h100.csv). Where rows start on the lines, 256 bytes bought nothing: 40 fresh
+# draws ran 0.973x cuBLAS at 256 bytes and 0.975x at 128, the anchors 1.039x and 1.048x
+# (docs/results/l2-promotion-aligned-h100.csv).
+L2_PROMOTION = CU_TENSOR_MAP_L2_PROMOTION_128B
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
@@ -263,7 +269,7 @@ def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swi
     """The TMA descriptor of a row-major fp16 ``rows x cols`` matrix at ``ptr``, copied in boxes of
     ``box_rows x box_cols`` with a ``swizzle``-byte swizzle; elements outside the matrix read as zero
     (loads) and are not written (stores). :func:`replace_address` points it at another matrix of the same shape.
-    Misses are promoted to whole L2 lines as :func:`l2_promotion` says for the row pitch."""
+    An L2 miss is promoted to one 128-byte line (:data:`L2_PROMOTION`)."""
     buf = ctypes.create_string_buffer(ctypes.sizeof(TensorMap) + 64)
     tm = TensorMap.from_address(-(-ctypes.addressof(buf) // 64) * 64)
     tm._buffer = buf  # type: ignore[attr-defined]  # keeps the memory alive with the map
@@ -283,22 +289,12 @@ def tensor_map(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int, swi
             unit,
             0,
             CU_TENSOR_MAP_SWIZZLE[swizzle],
-            l2_promotion(cols),
+            L2_PROMOTION,
             0,
         ),
         "cuTensorMapEncodeTiled",
     )
     return tm
-
-
-def l2_promotion(cols: int) -> int:
-    """The L2 promotion of a row-major fp16 matrix with rows of ``cols`` elements. Where every row starts on a
-    128-byte line, a 128-byte box row is one line and 256-byte promotion brings the next K step's line with it.
-    Where rows start off the lines (``2 cols % 128 != 0``), a box row straddles two lines, and 256-byte promotion
-    can bring up to 512 bytes into the L2 for its 128; there, 128-byte promotion was faster: on an H100,
-    184 x 5944 x 11848 went from 93.6 to 78.5 us and 48 x 5224 x 3880 from 22.9 to 20.2 us
-    (docs/results/l2-promotion-h100.csv)."""
-    return CU_TENSOR_MAP_L2_PROMOTION_256B if 2 * cols % 128 == 0 else CU_TENSOR_MAP_L2_PROMOTION_128B
 
 
 def replace_address(tm: TensorMap, ptr: int) -> None:

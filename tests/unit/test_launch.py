@@ -7,15 +7,16 @@ import ctypes
 
 import pytest
 
+from lowering.cuda import driver as driver_module
 from lowering.cuda import launch
 from lowering.cuda.divisors import Divisor
 from lowering.cuda.driver import (
     CU_TENSOR_MAP_L2_PROMOTION_128B,
-    CU_TENSOR_MAP_L2_PROMOTION_256B,
+    CU_TENSOR_MAP_SWIZZLE,
     Launch,
     LaunchConfig,
     TensorMap,
-    l2_promotion,
+    tensor_map,
 )
 from lowering.cuda.launch import OPERAND_A, OPERAND_B, OPERAND_D, MapSpec, Prepared
 
@@ -116,19 +117,26 @@ def test_a_failed_launch_raises(driver, monkeypatch):
             return 0
 
     monkeypatch.setattr(launch, "_lib", lambda: Failing)
-    import lowering.cuda.driver as driver_module
-
     monkeypatch.setattr(driver_module, "_lib", lambda: Failing)
     p = Prepared([(FakeFunction(1), 1)], [], [], (0x1000, 0x2000, 0, 0x3000))
     with pytest.raises(driver_module.CudaError, match="cuLaunchKernelEx"):
         p((0x1000, 0x2000, 0, 0x3000), 1.0, 0.0, 0, 0, stream=0)
 
 
-@pytest.mark.parametrize("cols", [64, 128, 4096, 8192, 57344])
-def test_rows_on_lines_promote_256_bytes(cols):
-    assert l2_promotion(cols) == CU_TENSOR_MAP_L2_PROMOTION_256B
+@pytest.mark.parametrize("cols", [8, 24, 64, 72, 128, 4096, 5224, 5944, 50264, 57344])
+def test_a_descriptor_says_what_the_driver_needs(monkeypatch, cols):
+    """Dimensions innermost first, the row pitch in bytes, the box, the swizzle, and one 128-byte line of L2
+    promotion on rows on the lines and off them (measured: docs/results/l2-promotion*-h100.csv)."""
+    encoded = []
 
+    class Lib:
+        @staticmethod
+        def cuTensorMapEncodeTiled(tm, dtype, rank, ptr, dims, strides, box, unit, interleave, swizzle, promo, oob):
+            encoded.append((rank, ptr.value, list(dims), list(strides), list(box), swizzle, promo, oob))
+            return 0
 
-@pytest.mark.parametrize("cols", [8, 24, 72, 5224, 5944, 50264])
-def test_rows_off_lines_promote_128_bytes(cols):
-    assert l2_promotion(cols) == CU_TENSOR_MAP_L2_PROMOTION_128B
+    monkeypatch.setattr(driver_module, "_lib", lambda: Lib)
+    tm = tensor_map(0x10000, 300, cols, 64, 64, 128)
+    assert ctypes.addressof(tm) % 64 == 0
+    swizzle = CU_TENSOR_MAP_SWIZZLE[128]
+    assert encoded == [(2, 0x10000, [cols, 300], [2 * cols], [64, 64], swizzle, CU_TENSOR_MAP_L2_PROMOTION_128B, 0)]
