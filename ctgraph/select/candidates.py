@@ -19,9 +19,9 @@ Tiles on the wgmma path (``BK = 64``):
 
 - ``CTA_M x BN`` on one CTA, ``CTA_M`` 64 or 128 (256 with at most 160 columns), ``BN`` of a menu and fitted to
   ``n`` (``16 ceil(n / 16 t)``, ``t = 1..4``: one to four tile columns with little padding), and the same CTAs on
-  clusters of 2 (``"b"``: 256 rows; ``"a"``: twice the columns) and 4 (``"b"``: 512 rows); up to :data:`NARROW`
-  columns CTAs of 64 rows on clusters of 2 and 4 (``"b"``: 128 and 256 rows) too (on a thin n, :func:`thin_grid`,
-  only these);
+  clusters of 2 (``"b"``: 256 rows; ``"a"``: twice the columns) and 4 (``"b"``: 512 rows); where the output's
+  shorter side is at most :data:`NARROW`, CTAs of 64 rows on clusters of 2 and 4 (``"b"``: 128 and 256 rows) too
+  (on a thin n, :func:`thin_grid`, only these);
 - swapped tiles (``D^T = B^T A^T``, a CTA's rows any multiple of 8) fitted to ``m`` in one to four tile rows,
   64 to 256 columns;
 - the wave layouts (:func:`wave_layouts`): swapped CTAs of 64 or 128 columns on cuBLAS's cluster grids, their rows
@@ -83,7 +83,7 @@ PAD_SLACK = 0.10  # beyond PAD_LIMIT: this much more than the least padding of a
 SKINNY = 128  # the rows (columns) one tile row (column) holds on a skinny output: see wide_enough
 THIN = 64  # the columns of a thin n that takes only clusters sharing B: see thin_grid
 THIN_GRIDS = (2, 4)  # the CTAs of those clusters
-NARROW = 320  # the columns up to which CTAs of 64 rows on those clusters are offered beside the others
+NARROW = 1024  # the shorter side of an output up to which CTAs of 64 rows on those clusters are offered too
 EMPTY_SHARE = 1 / 16  # the most of a grid's CTAs that may be empty in its last tile row: see few_empty
 RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GROUP_SIZE_M)
 BN_MENU = (64, 128, 192, 256)
@@ -201,7 +201,7 @@ def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
             out.append(((cta_m, bn, BK), Layout(1, "b", False)))
         out += [((256, bn, BK), Layout(2, "b", False)), ((512, bn, BK), Layout(4, "b", False))]
         out.append(((128, 2 * bn, BK), Layout(2, "a", False)))
-    if n <= NARROW:  # CTAs of 64 rows sharing B (thin_grid; cuBLAS's 64 x 96 CTAs on clusters of 4 for 2272 x 272)
+    if min(m, n) <= NARROW:  # CTAs of 64 rows sharing B (cuBLAS: 64 x 96 CTAs on clusters of 4 for 2272 x 272)
         out += [((64 * c, bn, BK), Layout(c, "b", False)) for bn in bns for c in THIN_GRIDS]
     for rows in sorted(_fitted(m, 8, 256) - set(range(64, 257, 64))):
         for cols in (64, 128, 192, 256):

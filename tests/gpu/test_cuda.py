@@ -236,10 +236,12 @@ def test_wgmma_thin_grids(shape, transform, tile, options):
     ("tile", "cluster"), [((256, 96, 64), 4), ((256, 160, 64), 4), ((128, 256, 64), 2), ((256, 144, 64), 4)], ids=str
 )
 @pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
-@pytest.mark.parametrize("shape", [(1, 8, 8), (96, 80, 4104), (216, 88, 1000), (2272, 272, 664)], ids=str)
+@pytest.mark.parametrize(
+    "shape", [(1, 8, 8), (96, 80, 4104), (216, 88, 1000), (2272, 272, 664), (232, 1000, 1000)], ids=str
+)
 def test_wgmma_narrow_grids(shape, transform, tile, cluster):
-    """CTAs of 64 rows on clusters along m sharing B beyond the thin n (``candidates.NARROW``): 80 to 272 columns,
-    one to three tile columns, a last cluster with rows for 1 to 4 of its CTAs, under every transform."""
+    """CTAs of 64 rows on clusters along m sharing B beyond the thin n (``candidates.NARROW``): 80 to 1000 columns,
+    one to eleven tile columns, a last cluster with rows for 1 to 4 of its CTAs, under every transform."""
     kern, _ = check_wgmma(shape, transform, tile, cluster=cluster, multicast="b")
     assert kern.program.layout["CLUSTER"] == cluster
 
