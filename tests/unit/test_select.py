@@ -20,6 +20,7 @@ from ctgraph.select import cache as entries
 from ctgraph.select.autotune import interleaved
 from ctgraph.select.candidates import (
     NAMED_ONLY,
+    NARROW,
     PAD_LIMIT,
     PAD_SLACK,
     THIN,
@@ -161,6 +162,29 @@ def test_a_thin_n_takes_only_clusters_sharing_b():
         other = candidates(m, n, 1080, "float16", H100_SXM, "wgmma", CUDA.supports)
         assert not all(thin_grid(m, n, c.tile, c.layout, H100_SXM) for c in other), (m, n)
         assert not any(empty_cta(m, n, c.tile, c.layout) and not few_empty(m, n, c.tile, c.layout) for c in other)
+
+
+def test_narrow_outputs_get_64_row_ctas_on_clusters_sharing_b():
+    """Where the output's shorter side is at most NARROW, unswapped CTAs of 64 rows on clusters of 2 and 4 along m
+    that share B are offered beside the other candidates (cuBLAS: 64 x 96 CTAs on clusters of 4 for 2272 x 272);
+    where both sides are longer they are not (they ran slower there: docs/benchmarks.md)."""
+
+    def cta64(m: int, n: int) -> set[tuple[int, int]]:
+        pool = candidates(m, n, 2048, "float16", H100_SXM, "wgmma", CUDA.supports)
+        assert any(c.tile[0] // c.layout.cluster != 64 for c in pool if not c.layout.swap), (m, n)  # beside others
+        return {
+            (c.layout.cluster, c.tile[1])
+            for c in pool
+            if not c.layout.swap
+            and c.layout.multicast == "b"
+            and c.layout.cluster in (2, 4)
+            and c.tile[0] == 64 * c.layout.cluster
+        }
+
+    for m, n in ((2272, 272), (248, 6224), (5000, NARROW), (NARROW, 3000)):
+        assert {cluster for cluster, _ in cta64(m, n)} == {2, 4}, (m, n)
+    for m, n in ((NARROW + 8, NARROW + 8), (3216, 4216)):
+        assert not cta64(m, n), (m, n)
 
 
 def test_few_empty_ctas_keep_the_anchors_tiles():
