@@ -331,11 +331,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
-    from .heldout import by_kind, read, run, stability, summary
+    from .heldout import by_kind, compare, read, run, stability, summary
     from .plot import picture_path, plot_heldout
 
     if args.plot:
         picture_path(args.plot, "heldout --plot")  # a bad path fails before any work starts
+    if args.against and not Path(args.against).is_file():
+        raise ValueError(f"heldout --against: {args.against!r} is not a file; give a CSV that heldout --out wrote")
     if args.summarize:  # a CSV an earlier run wrote: no GPU
         if not Path(args.shapes).is_file():
             raise ValueError(f"heldout --summarize: {args.shapes!r} is not a file; give a CSV that heldout --out wrote")
@@ -350,6 +352,8 @@ def cmd_heldout(args: argparse.Namespace) -> int:
         rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
     print(summary(rows))
     print(by_kind(rows))
+    if args.against:
+        print(compare(rows, read(Path(args.against))))
     if args.plot:
         print(f"wrote {plot_heldout(rows, args.plot, Path(args.shapes).stem)}")
     return 0
@@ -472,6 +476,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")
     p.add_argument(
         "--summarize", action="store_true", help="SHAPES is a CSV an earlier run wrote: print its summary (no GPU)"
+    )
+    p.add_argument(
+        "--against",
+        metavar="OLD",
+        help="also compare with the CSV of an earlier run (another commit or device): the shapes whose config changed",
     )
     p.add_argument(
         "--plot", metavar="PATH", help="also draw the shapes' ratios to PATH (.png, .svg or .pdf; needs matplotlib)"

@@ -11,8 +11,9 @@ The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, t
 worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
 the ranker's first ``N`` candidates are timed too and the regret (chosen / fastest of them) reported; the
 selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and transform stay
-the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote, and ``--plot`` draws its
-shapes (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker each; every
+the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote, ``--against OLD`` compares
+it with another run's (:func:`compare`: another commit, device or option), and ``--plot`` draws its shapes
+(:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker each; every
 shape's two kernels run on one GPU, so each ratio is taken on one device. Each worker writes its rows to
 ``OUT.part<gpu>.csv`` as it goes (what a run that is killed leaves); a run that finishes merges them into ``OUT`` and
 removes them.
@@ -30,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "by_kind", "cached", "kind", "run", "stability", "summary"]
+__all__ = ["KINDS", "by_kind", "cached", "compare", "kind", "run", "stability", "summary"]
 
 Shape = tuple[int, int, int]
 
@@ -184,6 +185,40 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "call_geomean": _geomean([r["call_ratio"] for r in rows]),
         "regret": _geomean([r["regret"] for r in rows if math.isfinite(r.get("regret", math.nan))]),
         "failed": sum(not math.isfinite(x) for x in kr) + sum(str(r.get("close")) == "False" for r in rows),
+    }
+
+
+def compare(rows: list[dict[str, Any]], before: list[dict[str, Any]], movers: int = 5) -> dict[str, Any]:
+    """``rows`` against an earlier run ``before`` of the same shapes (another commit, device or option), on the
+    shapes both hold: the geomean of the per-shape quotients (new ratio / old ratio: how a second device's ratios
+    stand to the first's); the shapes whose config changed, their geomean before and after; those whose config
+    stayed, before and after (the spread between runs, against which a change is read); and the ``movers`` changed
+    shapes that moved most each way, as ``(shape, old config, new config, old ratio, new ratio)``."""
+    old = {(int(r["m"]), int(r["n"]), int(r["k"])): r for r in before}
+    both = [(r, old[key]) for r in rows if (key := (int(r["m"]), int(r["n"]), int(r["k"]))) in old]
+    changed = [(r, o) for r, o in both if r["config"] != o["config"]]
+    same = [(r, o) for r, o in both if r["config"] == o["config"]]
+
+    def moved(pair: tuple[dict[str, Any], dict[str, Any]]) -> float:
+        r, o = pair
+        return math.log(r["kernel_ratio"] / o["kernel_ratio"]) if r["kernel_ratio"] > 0 < o["kernel_ratio"] else 0.0
+
+    def row(r: dict[str, Any], o: dict[str, Any]) -> tuple[str, str, str, float, float]:
+        shape = f"{r['m']}x{r['n']}x{r['k']}"
+        return shape, o["config"], r["config"], round(o["kernel_ratio"], 3), round(r["kernel_ratio"], 3)
+
+    ordered = sorted(changed, key=moved)
+    return {
+        "shapes": len(both),
+        "quotient": _geomean([r["kernel_ratio"] / o["kernel_ratio"] for r, o in both if o["kernel_ratio"] > 0]),
+        "changed": len(changed),
+        "changed_before": _geomean([o["kernel_ratio"] for _, o in changed]),
+        "changed_after": _geomean([r["kernel_ratio"] for r, _ in changed]),
+        "same": len(same),
+        "same_before": _geomean([o["kernel_ratio"] for _, o in same]),
+        "same_after": _geomean([r["kernel_ratio"] for r, _ in same]),
+        "gained": [row(*p) for p in reversed(ordered[-movers:]) if moved(p) > 0],
+        "lost": [row(*p) for p in ordered[:movers] if moved(p) < 0],
     }
 
 

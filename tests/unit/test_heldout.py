@@ -9,7 +9,7 @@ import math
 import pytest
 
 from ctgraph.cli import main
-from ctgraph.heldout import KINDS, by_kind, cached, kind, read, summary
+from ctgraph.heldout import KINDS, by_kind, cached, compare, kind, read, summary
 from ctgraph.plot import plot_heldout as plot
 
 
@@ -36,6 +36,13 @@ def _rows(ratios: dict[tuple[int, int, int], float]) -> list[dict]:
     ]
 
 
+def _write(path, rows):
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def test_summary_and_kinds_of_a_set():
     rows = _rows({(3768, 24, 1272): 0.5, (1000, 24, 64): 0.8, (512, 512, 512): 1.0, (4096, 4096, 4096): 1.25})
     s = summary(rows)
@@ -50,17 +57,37 @@ def test_summary_and_kinds_of_a_set():
 
 def test_summarize_reads_a_runs_csv(tmp_path, capsys):
     path = tmp_path / "run.csv"
-    rows = _rows({(3768, 24, 1272): 0.5, (4096, 4096, 4096): 1.25})
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _write(path, _rows({(3768, 24, 1272): 0.5, (4096, 4096, 4096): 1.25}))
     assert summary(read(path))["shapes"] == 2
     assert main(["heldout", str(path), "--summarize"]) == 0
     out = capsys.readouterr().out
     assert "'shapes': 2" in out and "'skinny'" in out and "'large'" in out
     assert main(["heldout", "test", "--summarize"]) == 2
     assert "not a file" in capsys.readouterr().err
+
+
+def test_against_an_earlier_run_separates_the_shapes_whose_config_changed(tmp_path, capsys):
+    """Two runs of the same shapes: the per-shape quotient, the changed shapes before and after, the unchanged ones
+    (the spread between runs), the movers each way; shapes only one run holds are left out."""
+    before = _rows({(1, 2, 3): 0.5, (4, 5, 6): 1.0, (7, 8, 9): 1.0, (10, 11, 12): 0.8, (13, 14, 15): 2.0})
+    after = _rows({(1, 2, 3): 1.0, (4, 5, 6): 0.5, (7, 8, 9): 1.0, (10, 11, 12): 0.8, (16, 17, 18): 3.0})
+    for r in before + after:
+        r["config"] = "A"
+    after[0]["config"] = after[1]["config"] = "B"  # 1x2x3 gained 2x, 4x5x6 lost 2x; the others kept theirs
+    c = compare(after, before, movers=1)
+    assert c["shapes"] == 4 and c["quotient"] == pytest.approx(1.0)
+    assert (c["changed"], c["same"]) == (2, 2)
+    assert c["changed_before"] == pytest.approx(math.sqrt(0.5)) and c["changed_after"] == pytest.approx(math.sqrt(0.5))
+    assert c["same_before"] == c["same_after"] == pytest.approx(math.sqrt(0.8))
+    assert c["gained"] == [("1x2x3", "A", "B", 0.5, 1.0)] and c["lost"] == [("4x5x6", "A", "B", 1.0, 0.5)]
+    assert compare(before, before)["changed"] == 0 and compare(before, before)["gained"] == []
+    new, old = tmp_path / "new.csv", tmp_path / "old.csv"
+    _write(new, after)
+    _write(old, before)
+    assert main(["heldout", str(new), "--summarize", "--against", str(old)]) == 0
+    assert "'changed': 2" in capsys.readouterr().out
+    assert main(["heldout", str(new), "--summarize", "--against", str(tmp_path / "none.csv")]) == 2
+    assert "--against" in capsys.readouterr().err
 
 
 def test_cached_counts_the_shapes_an_autotune_cache_would_answer(tmp_path, monkeypatch):
