@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "by_kind", "cached", "compare", "kind", "run", "stability", "summary"]
+__all__ = ["KINDS", "by_kind", "cached", "compare", "kind", "run", "shape_of", "stability", "summary"]
 
 Shape = tuple[int, int, int]
 
@@ -161,6 +161,11 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
         w.writerows(rows)
 
 
+def shape_of(row: dict[str, Any]) -> Shape:
+    """The ``(m, n, k)`` of a row :func:`read` gave (its fields are text)."""
+    return int(row["m"]), int(row["n"]), int(row["k"])
+
+
 def read(path: Path) -> list[dict[str, Any]]:
     with open(path) as f:
         rows = list(csv.DictReader(f))
@@ -194,8 +199,8 @@ def compare(rows: list[dict[str, Any]], before: list[dict[str, Any]], movers: in
     stand to the first's); the shapes whose config changed, their geomean before and after; those whose config
     stayed, before and after (the spread between runs, against which a change is read); and the ``movers`` changed
     shapes that moved most each way, as ``(shape, old config, new config, old ratio, new ratio)``."""
-    old = {(int(r["m"]), int(r["n"]), int(r["k"])): r for r in before}
-    both = [(r, old[key]) for r in rows if (key := (int(r["m"]), int(r["n"]), int(r["k"]))) in old]
+    old = {shape_of(r): r for r in before}
+    both = [(r, old[shape_of(r)]) for r in rows if shape_of(r) in old]
     changed = [(r, o) for r, o in both if r["config"] != o["config"]]
     same = [(r, o) for r, o in both if r["config"] == o["config"]]
 
@@ -237,7 +242,7 @@ def by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """:func:`summary`'s shapes, geomean and p10 per :func:`kind` (the kinds with no shape left out)."""
     out = {}
     for name in KINDS:
-        mine = [r for r in rows if kind(int(r["m"]), int(r["n"]), int(r["k"])) == name]
+        mine = [r for r in rows if kind(*shape_of(r)) == name]
         if mine:
             kr = [r["kernel_ratio"] for r in mine]
             out[name] = {"shapes": len(mine), "geomean": _geomean(kr), "p10": _quantile(kr, 0.1)}
@@ -328,7 +333,7 @@ def run(
         list(pool.map(_worker, jobs))
     rows = [r for p in parts if Path(p).exists() for r in read(Path(p))]
     order = {s: i for i, s in enumerate(shapes)}
-    rows.sort(key=lambda r: order.get((int(r["m"]), int(r["n"]), int(r["k"])), 0))
+    rows.sort(key=lambda r: order.get(shape_of(r), 0))
     _write(rows, out)
     for p in parts:
         Path(p).unlink(missing_ok=True)

@@ -156,7 +156,7 @@ def _transform(config: str) -> str:
 
 def plot_heldout(rows: list[dict[str, Any]], path: str | Path, title: str = "", worst: int = 5, dpi: int = 90) -> Path:
     """Draw a held-out run's ``rows`` to ``path`` (.png, .svg or .pdf; module docstring)."""
-    from .heldout import kind, summary
+    from .heldout import kind, shape_of, summary
 
     path = picture_path(path, "heldout --plot")
     done = [r for r in rows if math.isfinite(r["kernel_ratio"]) and r["kernel_ratio"] > 0]
@@ -176,7 +176,7 @@ def plot_heldout(rows: list[dict[str, Any]], path: str | Path, title: str = "", 
         try:
             for r in done:
                 colour = TRANSFORM_COLOURS.get(_transform(str(r.get("config", ""))), "#7f7f7f")
-                shape = KIND_MARKERS[kind(int(r["m"]), int(r["n"]), int(r["k"]))]
+                shape = KIND_MARKERS[kind(*shape_of(r))]
                 ax.scatter(_macs(r), r["kernel_ratio"], s=22, marker=shape, color=colour, alpha=0.8, linewidths=0)
             for i, r in enumerate(worst_rows, 1):  # numbered here, named in the legend
                 ax.annotate(
