@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import csv
 import math
 
 import pytest
 
 from ctgraph.cli import main
-from ctgraph.heldout import KINDS, by_kind, cached, compare, kind, read, summary
+from ctgraph.heldout import KINDS, _write, by_kind, cached, compare, kind, read, summary
 from ctgraph.plot import plot_heldout as plot
 
 
@@ -36,13 +35,6 @@ def _rows(ratios: dict[tuple[int, int, int], float]) -> list[dict]:
     ]
 
 
-def _write(path, rows):
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def test_summary_and_kinds_of_a_set():
     rows = _rows({(3768, 24, 1272): 0.5, (1000, 24, 64): 0.8, (512, 512, 512): 1.0, (4096, 4096, 4096): 1.25})
     s = summary(rows)
@@ -57,7 +49,7 @@ def test_summary_and_kinds_of_a_set():
 
 def test_summarize_reads_a_runs_csv(tmp_path, capsys):
     path = tmp_path / "run.csv"
-    _write(path, _rows({(3768, 24, 1272): 0.5, (4096, 4096, 4096): 1.25}))
+    _write(_rows({(3768, 24, 1272): 0.5, (4096, 4096, 4096): 1.25}), path)
     assert summary(read(path))["shapes"] == 2
     assert main(["heldout", str(path), "--summarize"]) == 0
     out = capsys.readouterr().out
@@ -82,8 +74,8 @@ def test_against_an_earlier_run_separates_the_shapes_whose_config_changed(tmp_pa
     assert c["gained"] == [("1x2x3", "A", "B", 0.5, 1.0)] and c["lost"] == [("4x5x6", "A", "B", 1.0, 0.5)]
     assert compare(before, before)["changed"] == 0 and compare(before, before)["gained"] == []
     new, old = tmp_path / "new.csv", tmp_path / "old.csv"
-    _write(new, after)
-    _write(old, before)
+    _write(after, new)
+    _write(before, old)
     assert main(["heldout", str(new), "--summarize", "--against", str(old)]) == 0
     assert "'changed': 2" in capsys.readouterr().out
     assert main(["heldout", str(new), "--summarize", "--against", str(tmp_path / "none.csv")]) == 2
@@ -122,10 +114,7 @@ def test_plot_draws_a_run_and_says_what_it_needs(tmp_path, capsys):
     with pytest.raises(ValueError, match="no shape with a finite kernel ratio"):
         plot([dict(rows[0], kernel_ratio=math.nan)], tmp_path / "d.png")
     path = tmp_path / "run.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _write(rows, path)
     assert main(["heldout", str(path), "--summarize", "--plot", str(tmp_path / "e.png")]) == 0
     assert (tmp_path / "e.png").is_file() and "wrote" in capsys.readouterr().out
     assert main(["heldout", "test", "--plot", str(tmp_path / "e.jpg")]) == 2  # before any GPU work
