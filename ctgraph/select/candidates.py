@@ -6,8 +6,8 @@ Generated from ``(m, n, k)``, the :class:`~ctgraph.target.Target` and the instru
 - **valid for its path**: the backend accepts the tile and layout (``backend.supports``);
 - **no CTA that computes nothing**: in the last row (column) of tiles, every CTA of a cluster's grid holds at least
   one row (column) of the output, and no grid has more workgroups than work to give; two exceptions, where CTAs past
-  ``m`` in the last tile row still load their share of B for the others: the thin-n grids of :func:`thin_grid`
-  (cuBLAS's own grid on such shapes), and a cluster along m sharing B whose empty CTAs are few (:func:`few_empty`);
+  the output's edge still load their share of a multicast operand for the others: the thin-n grids of
+  :func:`thin_grid` (cuBLAS's own grid on such shapes), and clusters whose empty CTAs are few (:func:`few_empty`);
 - **bounded padding**: the multiply-adds spent on padding (:func:`~ctgraph.counts.padding`) stay within
   :data:`PAD_LIMIT`, or within :data:`PAD_SLACK` of the least any candidate tile reaches, or, for a swapped tile,
   hide under the loads (:func:`hidden_padding`);
@@ -131,16 +131,28 @@ def empty_cta(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> boo
 
 
 def few_empty(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> bool:
-    """Whether the CTAs :func:`empty_cta` finds are few and harmless: an unswapped cluster stacked along m that shares
-    B (``"b"``, as the thin grids), whose only empty CTAs are those past ``m`` in the last tile row (its columns
-    full), at most :data:`EMPTY_SHARE` of the grid's CTAs. With ``cm`` CTAs a tile and ``tm`` tile rows, ``e`` of
-    them empty in the last (:func:`_empty_ctas`), that is ``e / (cm tm) <= EMPTY_SHARE``. Such a CTA still loads its
-    share of B for the others; the rule keeps the anchors' 256 x 256 tiles on 2 CTAs for an m with ``m % 256`` in
-    1..128 (4168 x 7288 x 4168: without it no 256-row tile of 2 CTAs at all)."""
-    if layout.swap or layout.multicast != "b":
-        return False
+    """Whether the CTAs :func:`empty_cta` finds are few and harmless: a cluster that shares one operand along the
+    side it spans, whose only empty CTAs lie past that side's edge in the last tile row (column), at most
+    :data:`EMPTY_SHARE` of the grid's CTAs. With ``c`` CTAs a tile along that side and ``t`` tiles, ``e`` of them
+    empty in the last (:func:`_empty_ctas`), that is ``e / (c t) <= EMPTY_SHARE``. Such a CTA still loads its share
+    of the shared operand for the others. Two grids, each measured where it is offered:
+
+    - an unswapped cluster along m sharing B (``"b"``, as the thin grids), CTAs past m: keeps the anchors' 256 x 256
+      tiles on 2 CTAs for an m with ``m % 256`` in 1..128 (4168 x 7288 x 4168: without it no 256-row tile of 2 CTAs
+      at all);
+    - a swapped cluster along n sharing A (``"a"``, the wave layouts), CTAs past n: on a skinny m streaming B from
+      HBM, every tile column of one CTA reads all of A again from the L2, beside B's one pass (144 x 13352 x 11176 on
+      144 x 128 swapped CTAs: 105 x 3.2 MB of A for 298 MB of B), and the L2's reads, not HBM, bound the stream.
+      Multicast over 4 CTAs reads A a quarter as often. On an H200 (2026-11-28, cuBLAS in the same run, 3
+      interleaved rounds, ``docs/results/amc-probe-h200.csv``): 144 x 13352 x 11176 ran 0.70x cuBLAS on the
+      ranker's first and 1.05x on 144 x 512 swapped on 4 CTAs sharing A (3 of its 108 CTAs empty), 96 x 11784 x
+      7192 0.85x to 1.03x, 184 x 11056 x 12344 0.78x to 0.89x."""
     rows, cols = _empty_ctas(m, n, tile, layout)
-    return cols == 0 and rows <= EMPTY_SHARE * layout.grid[0] * tile_counts(m, n, tile)[0]
+    if layout.multicast == "b" and not layout.swap:
+        return cols == 0 and rows <= EMPTY_SHARE * layout.grid[0] * tile_counts(m, n, tile)[0]
+    if layout.multicast == "a" and layout.swap:
+        return rows == 0 and cols <= EMPTY_SHARE * layout.grid[1] * tile_counts(m, n, tile)[1]
+    return False
 
 
 def wave_layouts(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:

@@ -257,6 +257,17 @@ def test_wgmma_few_empty(shape, transform, tile, cluster):
     assert kern.program.layout["CLUSTER"] == cluster
 
 
+@pytest.mark.parametrize(("tile", "cluster"), [((144, 512, 64), 4), ((72, 256, 64), 2), ((40, 512, 64), 4)], ids=str)
+@pytest.mark.parametrize("transform", [*ctgraph.TRANSFORMS, "splitk_reduce"])
+@pytest.mark.parametrize("shape", [(144, 552, 1000), (40, 1064, 4104), (72, 2600, 1000), (1, 8, 8)], ids=str)
+def test_wgmma_few_empty_swapped_sharing_a(shape, transform, tile, cluster):
+    """``candidates.few_empty``: swapped CTAs along n sharing A whose last tile column (8 to 40 columns) leaves CTAs
+    past n, one to three of a cluster; they load their share of A for the others and store nothing, under every
+    transform."""
+    kern, _ = check_wgmma(shape, transform, tile, cluster=cluster, multicast="a", swap=True)
+    assert kern.program.layout["CLUSTER"] == cluster and kern.program.layout["SWAP"] == 1
+
+
 @pytest.mark.parametrize(
     ("tile", "options"),
     [

@@ -204,6 +204,21 @@ def test_few_empty_ctas_keep_the_anchors_tiles():
     assert not few_empty(4168, 7288, (512, 256, 64), Layout(4, "b", False))
 
 
+def test_few_empty_ctas_on_swapped_clusters_sharing_a():
+    """A swapped cluster along n sharing A may leave CTAs past n in its last tile column, at most EMPTY_SHARE of the
+    grid's: 144 x 13352 (27 tile columns of 512, the last of 40 columns) keeps 144 x 512 on 4 CTAs sharing A (3 of
+    108 empty) among the candidates; few tile columns (552: 3 of 8 empty), CTAs past m or an unswapped grid do
+    not."""
+    tile, layout = (144, 512, 64), Layout(4, "a", True)
+    assert empty_cta(144, 13352, tile, layout) and few_empty(144, 13352, tile, layout)
+    pool = candidates(144, 13352, 11176, "float16", H200, "wgmma", CUDA.supports)
+    assert any(c.tile == tile and c.layout == layout for c in pool)
+    assert not few_empty(144, 552, tile, layout)
+    assert not few_empty(144, 13352, tile, Layout(4, "a", False))
+    assert not few_empty(100, 13352, (256, 512, 64), Layout(8, "ab", True))  # CTAs past m as well
+    assert not few_empty(13352, 144, (512, 144, 64), Layout(4, "b", True))  # swapped, sharing B
+
+
 def test_wave_layouts_fill_the_waves_of_the_targets_clusters():
     for tile, layout in wave_layouts(1408, 1664, H100_SXM):
         grid_m, _ = layout.grid
