@@ -142,11 +142,13 @@ def few_empty(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> boo
       at all);
     - a swapped cluster along n sharing A (``"a"``, the wave layouts), CTAs past n: on a skinny m streaming B from
       HBM, every tile column of one CTA reads all of A again from the L2, beside B's one pass (144 x 13352 x 11176 on
-      144 x 128 swapped CTAs: 105 x 3.2 MB of A for 298 MB of B), and the L2's reads, not HBM, bound the stream.
-      Multicast over 4 CTAs reads A a quarter as often. On an H200 (2026-11-28, cuBLAS in the same run, 3
-      interleaved rounds, ``docs/results/amc-probe-h200.csv``): 144 x 13352 x 11176 ran 0.70x cuBLAS on the
-      ranker's first and 1.05x on 144 x 512 swapped on 4 CTAs sharing A (3 of its 108 CTAs empty), 96 x 11784 x
-      7192 0.85x to 1.03x, 184 x 11056 x 12344 0.78x to 0.89x."""
+      144 x 128 swapped CTAs: 105 x 3.2 MB of A for 298 MB of B, 5.3 TB/s of L2 reads, and no faster with a deeper
+      ring), and the L2's reads, not HBM, bound the stream. Multicast over 4 CTAs reads A a quarter as often. On an
+      H200 (2026-11-28, cuBLAS in the same run, 3 interleaved rounds, ``docs/results/amc-probe-h200.csv``): 144 x
+      13352 x 11176 ran 0.70x cuBLAS on the ranker's first and 1.05x on 144 x 512 swapped on 4 CTAs sharing A (3 of
+      its 108 CTAs empty), 96 x 11784 x 7192 0.85x to 1.03x, 184 x 11056 x 12344 0.78x to 0.89x. The rule frozen,
+      the 83 of 1000 fresh draws whose first config it changes (every stratum): 0.957x to 1.010x, faster on 66
+      (``docs/results/amc-fresh-h200.csv``)."""
     rows, cols = _empty_ctas(m, n, tile, layout)
     if layout.multicast == "b" and not layout.swap:
         return cols == 0 and rows <= EMPTY_SHARE * layout.grid[0] * tile_counts(m, n, tile)[0]
