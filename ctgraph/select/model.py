@@ -57,6 +57,10 @@ A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` w
 plus a launch. **Correction** (:class:`Correction`): ``log(measured / analytic) = w . phi(config)``, ``phi`` the
 features of :func:`features`, ``w`` fitted by ridge regression on a seeded random sample of shapes
 (:mod:`ctgraph.select.fit`), stored as JSON per device family together with a hash of the kernel sources it timed.
+Most features are the analytic terms' pieces; ``swap_one_warpgroup`` (a swapped CTA of one math warpgroup, not in a
+cluster) is empirical: such CTAs ran 5-9% faster than predicted on small m and mid-sized layers, where the ring term
+makes the analytic model flat (H200 sample: validation regret 1.037 -> 1.036, a held-out probe 1.067 -> 1.040;
+docs/selection.md).
 """
 
 from __future__ import annotations
@@ -135,6 +139,7 @@ FEATURES = (
     "cluster8",
     "swap_x_log_analytic",
     "padding_sq",
+    "swap_one_warpgroup",
 )
 
 
@@ -168,8 +173,8 @@ def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, ac
 
 def _stages(c: Config, dtype: str, target: Target) -> int:
     """The ring's stages a CTA of ``c`` holds, as the wgmma kernel's plan counts them: the shared memory a CTA may
-    opt into (the SM's less 1 KiB) less alignment slack, barriers and the staged D boxes of its math warpgroups (one
-    per 64 rows, swapped per 64 columns; CTAs of 256 x 144 or 160 have two, of two blocks each), over a stage's bytes
+    opt into (the SM's less 1 KiB) less alignment slack, barriers and the staged D boxes of its math warpgroups
+    (:func:`_warpgroups`), over a stage's bytes
     (A's rows in 1 KiB steps and at least :data:`A_STAGE_MIN` bytes, B's columns in whole 64-column chunks), at most
     :data:`MAX_STAGES`."""
     bm, bn, bk = c.tile
@@ -177,11 +182,17 @@ def _stages(c: Config, dtype: str, target: Target) -> int:
     s = itemsize(dtype)
     rows, cols = bm // cm, bn // cn
     stride = max(-(-rows * bk * s // 1024) * 1024, A_STAGE_MIN) + -(-cols // 64) * 64 * bk * s
-    warpgroups = -(-(cols if c.layout.swap else rows) // 64)
-    if not c.layout.swap and rows == 256 and cols > 128:  # two 64-row blocks a warpgroup (the plan's row_blocks)
-        warpgroups = 2
-    staging = warpgroups * D_STAGING
+    staging = _warpgroups(c) * D_STAGING
     return int(max(2, min(MAX_STAGES, (target.smem_per_sm - STAGES_RESERVE - staging) // stride)))
+
+
+def _warpgroups(c: Config) -> int:
+    """The math warpgroups of a CTA of ``c``: one per 64 rows, swapped per 64 columns; CTAs of 256 x 144 or 160
+    have two, of two 64-row blocks each (the plan's ``row_blocks``)."""
+    rows, cols = c.tile[0] // c.layout.grid[0], c.tile[1] // c.layout.grid[1]
+    if not c.layout.swap and rows == 256 and cols > 128:
+        return 2
+    return -(-(cols if c.layout.swap else rows) // 64)
 
 
 def _fixup(c: Config, peers: int) -> float:
@@ -261,6 +272,7 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
         float(c.layout.cluster == 8),
         swap * log_base,
         pad**2,
+        float(c.layout.swap and c.layout.cluster == 1 and _warpgroups(c) == 1),
     ]
 
 

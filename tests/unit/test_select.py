@@ -282,14 +282,31 @@ def test_ranked_order_is_by_prediction():
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(m=dims, n=aligned, k=aligned)
 def test_the_models_ring_has_the_kernels_stages(m, n, k):
-    """The ring term's stage count (model._stages) is the one the wgmma kernel's plan builds, for every candidate."""
-    from ctgraph.select.model import _stages
+    """The ring term's stage count and the math warpgroups the correction reads (model._stages, _warpgroups) are the
+    ones the wgmma kernel's plan builds, for every candidate."""
+    from ctgraph.select.model import _stages, _warpgroups
     from lowering.cuda.options import CudaOptions
     from lowering.cuda.plan.hopper import hopper_layout
 
     for c in candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports):
         plan = hopper_layout(c.tile, "float16", CudaOptions(mainloop="wgmma", **c.layout.options()))
         assert _stages(c, "float16", H100_SXM) == plan["STAGES"], c.name
+        assert _warpgroups(c) == plan["CONSUMERS"], c.name
+
+
+def test_one_warpgroup_feature_marks_swapped_single_ctas_of_64_columns():
+    """``swap_one_warpgroup`` is 1 exactly for a swapped CTA of one math warpgroup (at most 64 columns of n) that is
+    not in a cluster: 32 x 64 on one CTA, not on 8 CTAs nor unswapped, nor 32 x 128 (two warpgroups)."""
+    at = FEATURES.index("swap_one_warpgroup")
+
+    def flag(tile: tuple[int, int, int], layout: Layout) -> float:
+        c = Config(tile, layout, "dataparallel", 48)
+        return features(c, 106, 768, 768, "float16", H200, analytic(c, 106, 768, 768, "float16", H200))[at]
+
+    assert flag((32, 64, 64), Layout(1, "b", True)) == 1.0
+    assert flag((64, 256, 64), Layout(8, "ab", True)) == 0.0  # the same 32 x 64 CTAs, on clusters of 8
+    assert flag((32, 64, 64), Layout(1, "b", False)) == 0.0
+    assert flag((32, 128, 64), Layout(1, "b", True)) == 0.0
 
 
 def test_analytic_model_prices_waves_and_l2_reuse():
