@@ -359,6 +359,35 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bounds(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
+    """``--m LO:HI`` and the like -> ``{"m": (LO, HI)}`` (inclusive, each at least 1)."""
+    out = {}
+    for d in "mnk":
+        text = getattr(args, d)
+        if text is None:
+            continue
+        lo, sep, hi = text.partition(":")
+        if not (sep and lo.isdigit() and hi.isdigit() and 1 <= int(lo) <= int(hi)):
+            raise ValueError(f"draw --{d}: give LO:HI, two integers with 1 <= LO <= HI (e.g. 16:256), got {text!r}")
+        out[d] = (int(lo), int(hi))
+    return out
+
+
+def cmd_draw(args: argparse.Namespace) -> int:
+    from .arguments import positive_int
+    from .select import shapes
+
+    if args.set not in shapes.SEEDS:
+        raise ValueError(f"draw: the set is one of {', '.join(shapes.SEEDS)}, got {args.set!r}")
+    if args.limit:
+        positive_int("draw --limit", args.limit)
+    rows = shapes.fresh(args.set, args.start, args.stop, _bounds(args), args.limit)
+    shapes.write(args.out, [(*s, i, stratum) for i, s, stratum in rows], ("m", "n", "k", "draw", "stratum"))
+    span = f"draws {rows[0][0]}-{rows[-1][0]}" if rows else "no draw"
+    print(f"{len(rows)} fresh shapes of the {args.set} seed ({span}) -> {args.out}")
+    return 0
+
+
 def cmd_overhead(args: argparse.Namespace) -> int:
     from .overhead import run, table
 
@@ -486,6 +515,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--plot", metavar="PATH", help="also draw the shapes' ratios to PATH (.png, .svg or .pdf; needs matplotlib)"
     )
     p.set_defaults(func=cmd_heldout)
+    p = sub.add_parser(
+        "draw", help="fresh shapes from a set's seeded generator, past the set, to probe a change on (no GPU)"
+    )
+    p.add_argument("set", help="whose seed: train, validation or test")
+    p.add_argument("--start", type=int, required=True, help="the first draw (counting every draw of the seed)")
+    p.add_argument("--stop", type=int, required=True, help="the draw to stop before")
+    for d in "mnk":
+        p.add_argument(f"--{d}", metavar="LO:HI", help=f"keep only {d} in LO..HI")
+    p.add_argument("--limit", type=int, default=0, help="at most N shapes (0: all)")
+    p.add_argument("--out", default="out/fresh.csv", help="a CSV of m,n,k,draw,stratum (tune and heldout read it)")
+    p.set_defaults(func=cmd_draw)
     p = sub.add_parser("overhead", help="host time per Python call against torch.matmul (needs torch and a GPU)")
     p.set_defaults(func=cmd_overhead)
     args = parser.parse_args(argv)

@@ -15,17 +15,21 @@ strata:
 
 n and k are multiples of 8 in every set (the wgmma path's rows; odd n comes later). The test set is written once to
 ``ctgraph/data/shapes/test.csv`` and frozen: ``tests/unit/test_shapes.py`` checks that the generator still draws it.
+A change is chosen on **fresh** draws (:func:`fresh`, ``python -m ctgraph draw``): the same generator run on past its
+set, numbered by draw, so that a probe quoted as "train seed, draws A-B" is the same shapes on any machine.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import math
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LAYERS", "SEEDS", "STRATA", "draw", "llm_shapes", "read", "write"]
+__all__ = ["LAYERS", "SEEDS", "STRATA", "draw", "fresh", "llm_shapes", "read", "write"]
 
 Shape = tuple[int, int, int]
 
@@ -74,20 +78,55 @@ def llm_shapes() -> list[Shape]:
     return list(dict.fromkeys(out))
 
 
+def _stream(name: str) -> Iterator[tuple[str, Shape]]:
+    """The seeded generator of set ``name``: ``(stratum, shape)`` without end, the strata in the proportions of
+    :data:`STRATA`. Its ``i``-th item is the set's draw ``i`` (counting every draw, kept or not)."""
+    if name not in SEEDS:
+        raise ValueError(f"unknown shape set {name!r}; valid: {', '.join(SEEDS)}")
+    rng = np.random.default_rng(SEEDS[name])
+    names, weights = list(STRATA), np.array(list(STRATA.values()))
+    while True:
+        stratum = names[rng.choice(len(names), p=weights / weights.sum())]
+        yield stratum, _one(rng, stratum)
+
+
 def draw(name: str, count: int | None = None, exclude: set[Shape] | frozenset[Shape] = frozenset()) -> list[Shape]:
     """The seeded set ``name`` (train, validation, test): ``count`` distinct shapes (default :data:`SIZES`), the
     strata in the proportions of :data:`STRATA`, none of ``exclude``."""
-    if name not in SEEDS:
-        raise ValueError(f"unknown shape set {name!r}; valid: {', '.join(SEEDS)}")
     count = SIZES[name] if count is None else count
-    rng = np.random.default_rng(SEEDS[name])
-    names, weights = list(STRATA), np.array(list(STRATA.values()))
     out: dict[Shape, None] = {}
+    stream = _stream(name)
     while len(out) < count:
-        shape = _one(rng, names[rng.choice(len(names), p=weights / weights.sum())])
+        shape = next(stream)[1]
         if shape not in exclude:
             out[shape] = None
     return list(out)
+
+
+def fresh(
+    name: str, start: int, stop: int, bounds: dict[str, tuple[int, int]] | None = None, limit: int = 0
+) -> list[tuple[int, Shape, str]]:
+    """Draws ``start`` to ``stop - 1`` of set ``name``'s generator (:func:`_stream`), as ``(draw, shape, stratum)``:
+    shapes the fit never saw, to probe a change on before the held-out sets. Past the set's own draws (``start`` in
+    the millions) they are fresh; a shape of any set or benchmark file is left out all the same, and so is a repeat.
+    ``bounds``: inclusive ``(lo, hi)`` for any of ``"m"``, ``"n"``, ``"k"``; ``limit``: at most that many (0: all).
+    The documents quote probes as "train seed, draws A-B": this draws them again."""
+    if not 0 <= start <= stop:
+        raise ValueError(f"fresh draws: need 0 <= start <= stop, got {start} and {stop}")
+    bounds = bounds or {}
+    unknown = set(bounds) - {"m", "n", "k"}
+    if unknown:
+        raise ValueError(f"fresh draws: bounds are on m, n and k, got {', '.join(sorted(unknown))}")
+    held = set().union(*sets().values(), benchmark_shapes())
+    out: dict[Shape, tuple[int, Shape, str]] = {}
+    for i, (stratum, shape) in enumerate(itertools.islice(_stream(name), stop)):
+        if i < start or shape in held or shape in out:
+            continue
+        if all(lo <= shape["mnk".index(d)] <= hi for d, (lo, hi) in bounds.items()):
+            out[shape] = (i, shape, stratum)
+            if len(out) == limit:
+                break
+    return list(out.values())
 
 
 def read(path: str | Path) -> list[Shape]:
@@ -96,12 +135,13 @@ def read(path: str | Path) -> list[Shape]:
         return [(int(r["m"]), int(r["n"]), int(r["k"])) for r in csv.DictReader(f)]
 
 
-def write(path: str | Path, shapes: list[Shape]) -> Path:
+def write(path: str | Path, shapes: Sequence[Sequence[object]], header: Sequence[str] = ("m", "n", "k")) -> Path:
+    """Rows of ``header``'s columns (m, n, k first, so :func:`read` takes them back)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["m", "n", "k"])
+        w.writerow(header)
         w.writerows(shapes)
     return path
 
