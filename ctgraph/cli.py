@@ -381,7 +381,10 @@ def cmd_draw(args: argparse.Namespace) -> int:
         raise ValueError(f"draw: the set is one of {', '.join(shapes.SEEDS)}, got {args.set!r}")
     if args.limit:
         positive_int("draw --limit", args.limit)
-    rows = shapes.fresh(args.set, args.start, args.stop, _bounds(args), args.limit)
+    bounds = _bounds(args)
+    if args.stop > 10**6:  # the generator runs from draw 0: about 25 s a million draws
+        print(f"drawing the {args.set} seed up to draw {args.stop} (about {args.stop // 40000} s)", file=sys.stderr)
+    rows = shapes.fresh(args.set, args.start, args.stop, bounds, args.limit)
     shapes.write(args.out, [(*s, i, stratum) for i, s, stratum in rows], ("m", "n", "k", "draw", "stratum"))
     span = f"draws {rows[0][0]}-{rows[-1][0]}" if rows else "no draw"
     print(f"{len(rows)} fresh shapes of the {args.set} seed ({span}) -> {args.out}")
