@@ -382,6 +382,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     if args.limit:
         positive_int("draw --limit", args.limit)
     bounds = _bounds(args)
+    check_output(args.out, (".csv",), "draw --out")
     if args.stop > 10**6:  # the generator runs from draw 0: about 25 s a million draws
         print(f"drawing the {args.set} seed up to draw {args.stop} (about {args.stop // 40000} s)", file=sys.stderr)
     rows = shapes.fresh(args.set, args.start, args.stop, bounds, args.limit)

@@ -83,7 +83,10 @@ def _stream(name: str) -> Iterator[tuple[str, Shape]]:
     :data:`STRATA`. Its ``i``-th item is the set's draw ``i`` (counting every draw, kept or not)."""
     if name not in SEEDS:
         raise ValueError(f"unknown shape set {name!r}; valid: {', '.join(SEEDS)}")
-    rng = np.random.default_rng(SEEDS[name])
+    return _draws(np.random.default_rng(SEEDS[name]))
+
+
+def _draws(rng: np.random.Generator) -> Iterator[tuple[str, Shape]]:
     names, weights = list(STRATA), np.array(list(STRATA.values()))
     while True:
         stratum = names[rng.choice(len(names), p=weights / weights.sum())]

@@ -74,3 +74,7 @@ def test_draw_cli_writes_a_csv_tune_and_heldout_read(tmp_path, capsys):
     assert len(got) == 4 and all(512 <= k <= 4096 for _, _, k in got)
     assert main(["draw", "train", "--start", "0", "--stop", "10", "--m", "256:16"]) == 2
     assert "draw --m: give LO:HI" in capsys.readouterr().err
+    assert main(["draw", "train", "--start", "0", "--stop", "10", "--out", str(tmp_path / "fresh.txt")]) == 2
+    assert "draw --out path must end in .csv" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown shape set"):
+        shapes.fresh("corpus", 0, 0)  # before any draw
