@@ -377,8 +377,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     from .arguments import positive_int
     from .select import shapes
 
-    if args.set not in shapes.SEEDS:
-        raise ValueError(f"draw: the set is one of {', '.join(shapes.SEEDS)}, got {args.set!r}")
+    shapes.fresh(args.set, args.start, args.start)  # the set, start and stop, checked before any draw
     if args.limit:
         positive_int("draw --limit", args.limit)
     bounds = _bounds(args)

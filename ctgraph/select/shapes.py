@@ -114,15 +114,18 @@ def fresh(
     the millions) they are fresh; a shape of any set or benchmark file is left out all the same, and so is a repeat.
     ``bounds``: inclusive ``(lo, hi)`` for any of ``"m"``, ``"n"``, ``"k"``; ``limit``: at most that many (0: all).
     The documents quote probes as "train seed, draws A-B": this draws them again."""
+    stream = _stream(name)
     if not 0 <= start <= stop:
         raise ValueError(f"fresh draws: need 0 <= start <= stop, got {start} and {stop}")
     bounds = bounds or {}
     unknown = set(bounds) - {"m", "n", "k"}
     if unknown:
         raise ValueError(f"fresh draws: bounds are on m, n and k, got {', '.join(sorted(unknown))}")
+    if start == stop:
+        return []
     held = set().union(*sets().values(), benchmark_shapes())
     out: dict[Shape, tuple[int, Shape, str]] = {}
-    for i, (stratum, shape) in enumerate(itertools.islice(_stream(name), stop)):
+    for i, (stratum, shape) in enumerate(itertools.islice(stream, stop)):
         if i < start or shape in held or shape in out:
             continue
         if all(lo <= shape["mnk".index(d)] <= hi for d, (lo, hi) in bounds.items()):
