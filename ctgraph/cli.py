@@ -377,7 +377,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     from .arguments import positive_int
     from .select import shapes
 
-    shapes.fresh(args.set, args.start, args.start)  # the set, start and stop, checked before any draw
+    shapes.fresh(args.set, args.start, args.start)  # the set and start checked, no draw (stop: in the real call)
     if args.limit:
         positive_int("draw --limit", args.limit)
     bounds = _bounds(args)

@@ -31,7 +31,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "by_kind", "cached", "compare", "kind", "run", "shape_of", "stability", "summary"]
+from .select.shapes import shape_of
+
+__all__ = ["KINDS", "by_kind", "cached", "compare", "kind", "run", "stability", "summary"]
 
 Shape = tuple[int, int, int]
 
@@ -159,11 +161,6 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
         w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-
-
-def shape_of(row: dict[str, Any]) -> Shape:
-    """The ``(m, n, k)`` of a row :func:`read` gave (its fields are text)."""
-    return int(row["m"]), int(row["n"]), int(row["k"])
 
 
 def read(path: Path) -> list[dict[str, Any]]:

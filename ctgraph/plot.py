@@ -156,7 +156,8 @@ def _transform(config: str) -> str:
 
 def plot_heldout(rows: list[dict[str, Any]], path: str | Path, title: str = "", worst: int = 5, dpi: int = 90) -> Path:
     """Draw a held-out run's ``rows`` to ``path`` (.png, .svg or .pdf; module docstring)."""
-    from .heldout import kind, shape_of, summary
+    from .heldout import kind, summary
+    from .select.shapes import shape_of
 
     path = picture_path(path, "heldout --plot")
     done = [r for r in rows if math.isfinite(r["kernel_ratio"]) and r["kernel_ratio"] > 0]

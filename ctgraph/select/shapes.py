@@ -24,12 +24,13 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["LAYERS", "SEEDS", "STRATA", "draw", "fresh", "llm_shapes", "read", "write"]
+__all__ = ["LAYERS", "SEEDS", "STRATA", "draw", "fresh", "llm_shapes", "read", "shape_of", "write"]
 
 Shape = tuple[int, int, int]
 
@@ -135,10 +136,15 @@ def fresh(
     return list(out.values())
 
 
+def shape_of(row: Mapping[str, Any]) -> Shape:
+    """The ``(m, n, k)`` of a CSV row (its fields text, or numbers)."""
+    return int(row["m"]), int(row["n"]), int(row["k"])
+
+
 def read(path: str | Path) -> list[Shape]:
     """``m,n,k`` rows of a CSV (with a header)."""
     with open(path) as f:
-        return [(int(r["m"]), int(r["n"]), int(r["k"])) for r in csv.DictReader(f)]
+        return [shape_of(r) for r in csv.DictReader(f)]
 
 
 def write(path: str | Path, shapes: Sequence[Sequence[object]], header: Sequence[str] = ("m", "n", "k")) -> Path:
