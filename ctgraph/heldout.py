@@ -31,6 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from . import knobs
 from .select.shapes import shape_of
 
 __all__ = ["KINDS", "by_kind", "cached", "compare", "kind", "run", "stability", "summary"]
@@ -108,9 +109,9 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
     return row
 
 
-def _worker(args: tuple[int, list[Shape], int, bool, int, str]) -> str:
+def _worker(args: tuple[str, list[Shape], int, bool, int, str]) -> str:
     gpu, shapes, rounds, autotune, regret, part = args
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     import torch
 
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -317,6 +318,7 @@ def run(
     gpus = gpus or torch.cuda.device_count()
     if gpus < 1:
         raise RuntimeError("heldout needs a GPU: torch sees none")
+    devices = [knobs.visible_device(g) for g in range(gpus)]
     if not autotune:
         from ctgraph.select.resolve import device_target
 
@@ -325,7 +327,7 @@ def run(
     precompile(shapes, os.cpu_count() or 1, autotune, regret)
     print(f"precompiled in {time.time() - t0:.0f} s", flush=True)
     parts = [str(out.with_suffix(f".part{g}.csv")) for g in range(gpus)]
-    jobs = [(g, shapes[g::gpus], rounds, autotune, regret, parts[g]) for g in range(gpus)]
+    jobs = [(devices[g], shapes[g::gpus], rounds, autotune, regret, parts[g]) for g in range(gpus)]
     with ProcessPoolExecutor(max_workers=gpus, mp_context=mp.get_context("spawn")) as pool:
         list(pool.map(_worker, jobs))
     rows = [r for p in parts if Path(p).exists() for r in read(Path(p))]

@@ -29,3 +29,15 @@ def autotune() -> bool:
     """``CTGRAPH_AUTOTUNE=1``: ``compile(..., transform="auto")`` times the ranker's top candidates on the first
     call of a new shape (as ``autotune=True``)."""
     return os.environ.get("CTGRAPH_AUTOTUNE", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def visible_device(i: int) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` value that gives a spawned worker the ``i``-th GPU its parent sees: the ``i``-th
+    entry of the parent's ``CUDA_VISIBLE_DEVICES`` where that is set (``"2,3"``: worker 1 runs on GPU 3, not on GPU
+    1), else ``i``."""
+    names = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if not names:
+        return str(i)
+    if not 0 <= i < len(names):
+        raise ValueError(f"worker {i}: CUDA_VISIBLE_DEVICES names {len(names)} GPU(s) ({','.join(names)})")
+    return names[i]

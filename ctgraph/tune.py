@@ -10,7 +10,8 @@ both the device's autotune cache (``--install``: merged into ``CTGRAPH_CACHE_DIR
 
 Spread over GPUs and hosts:
 
-- one worker process per visible GPU (spawned, each with ``CUDA_VISIBLE_DEVICES`` set to its GPU), taking every
+- one worker process per visible GPU (spawned, each with ``CUDA_VISIBLE_DEVICES`` set to its GPU, one of
+  those the parent's ``CUDA_VISIBLE_DEVICES`` names: :func:`ctgraph.knobs.visible_device`), taking every
   ``W``-th shape of the host's share; workers write their own part files, which the parent merges;
 - ``--shard i/n`` (or ``RANK``/``WORLD_SIZE`` under torchrun) takes every ``n``-th shape from the ``i``-th, so hosts
   split a set; ``python -m ctgraph tune --merge A.json B.json --out T.json`` merges their tables;
@@ -32,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from . import knobs
 from .config import Config
 from .select.cache import Entry, Table, key
 
@@ -149,9 +151,9 @@ def _build(config: Config, shape: Shape, dtype: str) -> Any:
     return compile_config(config, *shape, dtype)
 
 
-def _worker(args: tuple[int, list[Shape], int, int, str, str, int]) -> str:
+def _worker(args: tuple[str, list[Shape], int, int, str, str, int]) -> str:
     gpu, shapes, top, extra, dtype, part, rounds = args
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     tune(shapes, top, extra, dtype, progress=True, part=Path(part), rounds=rounds)
     return part
 
@@ -184,6 +186,7 @@ def run(
         gpus = torch.cuda.device_count()
     if gpus < 1:
         raise RuntimeError("tune needs a GPU: torch sees none")
+    devices = [knobs.visible_device(g) for g in range(gpus)]
     target = device_target("cuda")
     work = [(c, s, dtype) for s in mine for c in configs_for(s, target, top, extra, dtype)]
     t0 = time.time()
@@ -192,7 +195,7 @@ def run(
     for e in errors[:20]:
         print("  " + e, file=sys.stderr)
     parts = [str(out.with_suffix(f".part{g}.json")) for g in range(gpus)]
-    jobs = [(g, mine[g::gpus], top, extra, dtype, parts[g], rounds) for g in range(gpus)]
+    jobs = [(devices[g], mine[g::gpus], top, extra, dtype, parts[g], rounds) for g in range(gpus)]
     with ProcessPoolExecutor(max_workers=gpus, mp_context=mp.get_context("spawn")) as pool:
         list(pool.map(_worker, jobs))
     return merge([Path(p) for p in parts if Path(p).exists()], out)

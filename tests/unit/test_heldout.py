@@ -134,3 +134,32 @@ def test_skip_and_limit_pick_a_slice_of_the_set(capsys):
     for bad in ("-1", "200"):  # below zero; past the end
         assert main(["heldout", "test", "--skip", bad, "--stability"]) == 2
         assert "--skip" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("visible", "want"),
+    [
+        (None, ["0", "1"]),
+        ("", ["0", "1"]),
+        ("2,3", ["2", "3"]),
+        (" 5 , 1 ", ["5", "1"]),
+        ("GPU-ab,GPU-cd", ["GPU-ab", "GPU-cd"]),
+    ],
+)
+def test_workers_take_the_gpus_their_parent_sees(monkeypatch, visible, want):
+    """tune's and heldout's spawned workers: worker i gets the i-th GPU the parent's CUDA_VISIBLE_DEVICES names."""
+    from ctgraph.knobs import visible_device
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert [visible_device(i) for i in range(2)] == want
+
+
+def test_a_worker_past_the_visible_gpus_is_refused(monkeypatch):
+    from ctgraph.knobs import visible_device
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    with pytest.raises(ValueError, match="worker 1: CUDA_VISIBLE_DEVICES names 1 GPU"):
+        visible_device(1)
