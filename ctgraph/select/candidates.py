@@ -217,7 +217,7 @@ def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
         out.append(((128, 2 * bn, BK), Layout(2, "a", False)))
     if min(m, n) <= NARROW:  # CTAs of 64 rows sharing B (cuBLAS: 64 x 96 CTAs on clusters of 4 for 2272 x 272)
         out += [((64 * c, bn, BK), Layout(c, "b", False)) for bn in bns for c in THIN_GRIDS]
-    for rows in sorted(_fitted(m, 8, 256) - set(range(64, 257, 64))):
+    for rows in sorted(_fitted(m, 8, 256)):
         for cols in (64, 128, 192, 256):
             if rows <= 128 or cols <= 128:
                 out.append(((rows, cols, BK), Layout(1, "b", True)))

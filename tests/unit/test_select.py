@@ -130,6 +130,16 @@ def test_n_is_part_of_the_tile_choice():
     assert any(c.tile[1] == 192 for c in pool) and any(c.tile[1] == 96 for c in pool)
 
 
+@pytest.mark.parametrize("m", [64, 128, 192, 256, 61, 121])
+def test_swapped_single_ctas_take_rows_of_any_multiple_of_8_fitted_to_m(m):
+    """Rows fitted to m that are multiples of 64 are offered swapped too: on one CTA 128 x 64 swapped is not the
+    menu's 128 x 64 (one math warpgroup over n against two over m), and m = 64, 128, 192 had no swapped one-CTA tile
+    of one tile row (fresh draws, H200: 73 changed choices 0.996x -> 1.013x cuBLAS, docs/selection.md)."""
+    pool = candidates(m, 4096, 4096, "float16", H100_SXM, "wgmma", CUDA.supports)
+    rows = 8 * -(-m // 8)
+    assert any(c.tile[:2] == (rows, 64) and c.layout == Layout(1, "b", True) for c in pool)
+
+
 def test_a_thin_output_gets_swapped_tiles_whose_padding_hides_under_the_loads():
     """A swapped CTA's 64 columns pad a thin n (88 to 128 here), but the padded multiply-adds take less time than
     reading A once, so such tiles are offered (3768x24x1272 ran 0.57x cuBLAS on 256 x 16 tiles, 30 CTAs, before they
