@@ -17,6 +17,7 @@ from .passes import PIPELINES, TRANSFORMS
 
 SETS = ("train", "validation", "test", "llm", "anchors", "corpus")  # ctgraph/data/shapes/<name>.csv
 SETS_HELP = f"a set ({', '.join(SETS)}) or a CSV with columns m,n,k"
+CHOICE_FIELDS = ("m", "n", "k", "config", "reason")  # the columns choose writes
 
 __all__ = ["main"]
 
@@ -359,6 +360,38 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_choose(args: argparse.Namespace) -> int:
+    from .heldout import changed, choices
+    from .select import shapes
+    from .target import known_target
+
+    known_target(args.device)  # an unknown device fails before any work starts
+    check_output(args.out, (".csv",), "choose --out")
+    before = _choices_csv(args.against) if args.against else None
+    rows = choices(_shapes(args.shapes, args.limit, args.skip), args.device)
+    kept = changed(rows, before) if before is not None else rows
+    shapes.write(args.out, [tuple(r[c] for c in CHOICE_FIELDS) for r in kept], CHOICE_FIELDS)
+    if before is not None:
+        print(f"{len(kept)} of {len(rows)} shapes change their config against {args.against} -> {args.out}")
+    else:
+        print(f"{len(rows)} shapes -> {args.out}")
+    return 0
+
+
+def _choices_csv(path: str) -> list[dict[str, Any]]:
+    """The rows of a CSV that ``choose`` or ``heldout`` wrote (m, n, k and config columns), checked."""
+    import csv
+
+    if not Path(path).is_file():
+        raise ValueError(f"choose --against: {path!r} is not a file; give a CSV that choose or heldout wrote")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    missing = {"m", "n", "k", "config"} - set(rows[0] if rows else ())
+    if missing:
+        raise ValueError(f"choose --against: {path!r} has no {', '.join(sorted(missing))} column (or no rows)")
+    return rows
+
+
 def _bounds(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
     """``--m LO:HI`` and the like -> ``{"m": (LO, HI)}`` (inclusive, each at least 1)."""
     out = {}
@@ -518,6 +551,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--plot", metavar="PATH", help="also draw the shapes' ratios to PATH (.png, .svg or .pdf; needs matplotlib)"
     )
     p.set_defaults(func=cmd_heldout)
+    p = sub.add_parser("choose", help="the config the default path runs for each shape on a known device (no GPU)")
+    p.add_argument("shapes", help=SETS_HELP)
+    p.add_argument("--device", help="a known device, e.g. 'NVIDIA H200' (default: the H100 SXM)")
+    p.add_argument(
+        "--against",
+        metavar="OLD",
+        help="keep only the shapes whose config differs from OLD's (a CSV that choose or heldout wrote)",
+    )
+    p.add_argument("--limit", type=int, default=0, help="only the first N shapes (after --skip)")
+    p.add_argument("--skip", type=int, default=0, help="leave out the first N shapes")
+    p.add_argument("--out", default="out/choices.csv", help="a CSV of m,n,k,config,reason (heldout reads it)")
+    p.set_defaults(func=cmd_choose)
     p = sub.add_parser(
         "draw", help="fresh shapes from a set's seeded generator, past the set, to probe a change on (no GPU)"
     )

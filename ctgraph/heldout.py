@@ -17,6 +17,10 @@ it with another run's (:func:`compare`: another commit, device or option), and `
 shape's two kernels run on one GPU, so each ratio is taken on one device. Each worker writes its rows to
 ``OUT.part<gpu>.csv`` as it goes (what a run that is killed leaves); a run that finishes merges them into ``OUT`` and
 removes them.
+
+``python -m ctgraph choose`` writes what the default path would run on a known device, without a GPU
+(:func:`choices`), and with ``--against`` only the shapes whose config a change moved (:func:`changed`): the fresh
+draws to time a change on, before and after it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 from . import knobs
 from .select.shapes import shape_of
 
-__all__ = ["KINDS", "by_kind", "cached", "compare", "kind", "run", "stability", "summary"]
+__all__ = ["KINDS", "by_kind", "cached", "changed", "choices", "compare", "kind", "run", "stability", "summary"]
 
 Shape = tuple[int, int, int]
 
@@ -260,6 +264,32 @@ def stability(shapes: list[Shape], delta: int) -> float:
         b = select(m + delta, n + delta, k + delta, "float16", H100_SXM, "wgmma", supports).config
         same += (a.tile, a.layout, a.transform) == (b.tile, b.layout, b.transform)
     return same / len(shapes)
+
+
+def choices(shapes: list[Shape], device: str | None = None, dtype: str = "float16") -> list[dict[str, Any]]:
+    """The config the default path runs for each shape on the known device ``device`` (default: the H100 SXM) and
+    the reason, as :func:`run` records them, decided without a GPU (:func:`~ctgraph.select.select` on
+    :func:`~ctgraph.target.known_target`, the path the operands' alignment allows)."""
+    from ctgraph.backends import backend
+    from ctgraph.select import select
+    from ctgraph.select.resolve import path_of
+    from ctgraph.target import known_target
+
+    target = known_target(device)
+    supports = backend("cuda").supports
+    out = []
+    for m, n, k in shapes:
+        chosen = select(m, n, k, dtype, target, path_of(target, dtype, k, n, {}), supports)
+        out.append({"m": m, "n": n, "k": k, "config": chosen.config.name, "reason": chosen.reason})
+    return out
+
+
+def changed(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ``rows`` whose config differs from ``before``'s for the same shape (a CSV that :func:`choices`
+    or :func:`run` wrote, at another commit or with another correction): the shapes a change moves, to time before
+    and after it. Shapes ``before`` lacks are left out."""
+    old = {shape_of(r): r["config"] for r in before}
+    return [r for r in rows if shape_of(r) in old and old[shape_of(r)] != r["config"]]
 
 
 def precompile(shapes: list[Shape], processes: int, autotune: bool, regret: int) -> None:

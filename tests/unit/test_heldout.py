@@ -163,3 +163,57 @@ def test_a_worker_past_the_visible_gpus_is_refused(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     with pytest.raises(ValueError, match="worker 1: CUDA_VISIBLE_DEVICES names 1 GPU"):
         visible_device(1)
+
+
+def test_choose_writes_the_default_paths_config_and_keeps_what_a_change_moved(tmp_path, capsys):
+    """choose: each shape's config and reason as the default path decides them on a known device (no GPU), the same
+    as select on that target; --against keeps only the shapes whose config differs from an earlier CSV's."""
+    import csv
+
+    from ctgraph.backends import backend
+    from ctgraph.select import select
+    from ctgraph.select.resolve import path_of
+    from ctgraph.target import known_target
+
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("m,n,k\n128,4096,4096\n1000,130,4100\n8192,8192,8192\n")
+    out = tmp_path / "choices.csv"
+    assert main(["choose", str(shapes), "--device", "NVIDIA H200", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    target = known_target("NVIDIA H200")
+    for r in rows:
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        want = select(m, n, k, "float16", target, path_of(target, "float16", k, n, {}), backend("cuda").supports)
+        assert (r["config"], r["reason"]) == (want.config.name, want.reason)
+    assert len(rows) == 3 and "3 shapes" in capsys.readouterr().out
+
+    rows[1]["config"] = "64x64x64 1b dataparallel g1 r1"  # an earlier run that chose otherwise for one shape
+    before = tmp_path / "before.csv"
+    with before.open("w", newline="") as f:
+        w = csv.DictWriter(f, rows[0].keys())
+        w.writeheader()
+        w.writerows(rows)
+    moved = tmp_path / "moved.csv"
+    assert main(["choose", str(shapes), "--device", "NVIDIA H200", "--against", str(before), "--out", str(moved)]) == 0
+    assert [r["m"] for r in csv.DictReader(moved.open())] == ["1000"]
+    assert "1 of 3 shapes change their config" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--device", "H300"], "unknown target device 'H300'"),
+        (["--against", "nowhere.csv"], "choose --against: 'nowhere.csv' is not a file"),
+        (["--out", "choices.txt"], "choose --out path must end in .csv"),
+    ],
+)
+def test_choose_refuses_bad_input_before_any_work(extra, message, capsys):
+    assert main(["choose", "test", *extra]) != 0
+    assert message in capsys.readouterr().err
+
+
+def test_choose_against_a_csv_without_configs_names_the_missing_columns(tmp_path, capsys):
+    plain = tmp_path / "shapes.csv"
+    plain.write_text("m,n,k\n128,128,128\n")
+    assert main(["choose", str(plain), "--against", str(plain), "--out", str(tmp_path / "c.csv")]) != 0
+    assert "has no config column" in capsys.readouterr().err
