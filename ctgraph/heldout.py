@@ -254,32 +254,33 @@ def by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 def stability(shapes: list[Shape], delta: int) -> float:
     """The share of shapes whose selected tile, layout and transform stay the same at ``+delta`` on m, n and k
     (selected for the known H100 SXM: no GPU needed)."""
-    from ctgraph.backends import backend
-    from ctgraph.select import H100_SXM, select
-
-    supports = backend("cuda").supports
     same = 0
     for m, n, k in shapes:
-        a = select(m, n, k, "float16", H100_SXM, "wgmma", supports).config
-        b = select(m + delta, n + delta, k + delta, "float16", H100_SXM, "wgmma", supports).config
+        a = _selection((m, n, k), None).config
+        b = _selection((m + delta, n + delta, k + delta), None).config
         same += (a.tile, a.layout, a.transform) == (b.tile, b.layout, b.transform)
     return same / len(shapes)
 
 
-def choices(shapes: list[Shape], device: str | None = None, dtype: str = "float16") -> list[dict[str, Any]]:
-    """The config the default path runs for each shape on the known device ``device`` (default: the H100 SXM) and
-    the reason, as :func:`run` records them, decided without a GPU (:func:`~ctgraph.select.select` on
-    :func:`~ctgraph.target.known_target`, the path the operands' alignment allows)."""
+def _selection(shape: Shape, device: str | None, dtype: str = "float16") -> Any:
+    """The default path's :class:`~ctgraph.select.Selection` for ``shape`` on the known device ``device`` (None:
+    the H100 SXM), on the path the operands' alignment allows, without a GPU."""
     from ctgraph.backends import backend
     from ctgraph.select import select
     from ctgraph.select.resolve import path_of
     from ctgraph.target import known_target
 
     target = known_target(device)
-    supports = backend("cuda").supports
+    m, n, k = shape
+    return select(m, n, k, dtype, target, path_of(target, dtype, k, n, {}), backend("cuda").supports)
+
+
+def choices(shapes: list[Shape], device: str | None = None, dtype: str = "float16") -> list[dict[str, Any]]:
+    """The config the default path runs for each shape on the known device ``device`` (default: the H100 SXM) and
+    the reason, as :func:`run` records them, decided without a GPU (:func:`_selection`)."""
     out = []
     for m, n, k in shapes:
-        chosen = select(m, n, k, dtype, target, path_of(target, dtype, k, n, {}), supports)
+        chosen = _selection((m, n, k), device, dtype)
         out.append({"m": m, "n": n, "k": k, "config": chosen.config.name, "reason": chosen.reason})
     return out
 
