@@ -33,10 +33,13 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import knobs
 from .select.shapes import shape_of
+
+if TYPE_CHECKING:
+    from .select import Selection
 
 __all__ = ["KINDS", "by_kind", "cached", "changed", "choices", "compare", "kind", "run", "stability", "summary"]
 
@@ -262,7 +265,7 @@ def stability(shapes: list[Shape], delta: int) -> float:
     return same / len(shapes)
 
 
-def _selection(shape: Shape, device: str | None, dtype: str = "float16") -> Any:
+def _selection(shape: Shape, device: str | None, dtype: str = "float16") -> Selection:
     """The default path's :class:`~ctgraph.select.Selection` for ``shape`` on the known device ``device`` (None:
     the H100 SXM), on the path the operands' alignment allows, without a GPU."""
     from ctgraph.backends import backend
