@@ -301,8 +301,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     validation = [Table.from_json(Path(v).read_text()) for _, v in read]
     f = fit(train, validation, known_target(train[0].device))
     print(
-        f"lambda {f.lam}: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
-        f"(analytic alone {f.validation_regret_analytic:.4f}), {f.rows} rows"
+        f"lambda {f.lam}, {f.trees} trees: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
+        f"(linear alone {f.validation_regret_linear:.4f}, analytic alone {f.validation_regret_analytic:.4f}), "
+        f"{f.rows} rows"
     )
     write_whole(Path(args.out), f.correction.to_json())
     print(f"wrote {args.out}")

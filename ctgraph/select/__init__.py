@@ -22,7 +22,7 @@ from ..counts import k_iterations, tile_counts
 from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
 from .candidates import Supports, candidates, offered, schedules
-from .model import Correction, load_correction, predict, user_correction_path
+from .model import Correction, load_correction, predict_many, user_correction_path
 
 __all__ = [
     "CPU",
@@ -68,9 +68,8 @@ def rank(
 
 def _ranked(pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target) -> list[tuple[Config, float]]:
     """``pool`` with the predicted seconds of each, fastest first; ties keep the pool's order."""
-    correction = _correction(target.family)
-    scored = [(predict(c, m, n, k, dtype, target, correction), i, c) for i, c in enumerate(pool)]
-    return [(c, t) for t, _, c in sorted(scored)]
+    seconds = predict_many(pool, m, n, k, dtype, target, _correction(target.family))
+    return [(c, t) for t, _, c in sorted(zip(seconds, range(len(pool)), pool, strict=True))]
 
 
 def _correction(family: str) -> Correction:
@@ -96,7 +95,7 @@ def select(
         if entry is not None and supports(entry.config.tile, dtype, entry.config.layout, path):
             where = "this device" if device is target else "the same chip"
             return Selection(entry.config, f"measured on {where} ({device.name})", tuple(ranked[:top]), "measured")
-    how = "analytic model" if not any(_correction(target.family).weights) else "ranker"
+    how = "analytic model" if _correction(target.family).analytic_only else "ranker"
     return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates)", tuple(ranked[:top]))
 
 

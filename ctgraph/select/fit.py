@@ -33,11 +33,41 @@ import numpy as np
 from ..config import Config, Layout
 from ..target import Target, known_target
 from .cache import Table
-from .model import FEATURES, Correction, analytic, features
+from .model import FEATURES, TREE_INPUTS, Correction, analytic, features, tree_inputs
+from .trees import Trees, from_lightgbm
 
-__all__ = ["LAMBDAS", "REFERENCE_CONFIGS", "Fit", "fit", "is_current", "kernel_hash", "pooled", "regret", "samples"]
+__all__ = [
+    "LAMBDAS",
+    "REFERENCE_CONFIGS",
+    "TREE_COUNTS",
+    "TREE_PARAMS",
+    "Fit",
+    "fit",
+    "is_current",
+    "kernel_hash",
+    "pooled",
+    "regret",
+    "samples",
+]
 
 LAMBDAS = (0.0, 0.1, 1.0, 10.0, 100.0)
+TREE_COUNTS = (0, 100, 200, 400)  # the trees' counts the validation regret chooses from (0: linear alone)
+# LightGBM's settings for the trees: shallow (15 leaves), slow (rate 0.03), and a leaf needs 50 timings; each tree
+# sees a seeded 80% of the rows and of the inputs; one thread and `deterministic`, so a refit gives the same trees
+TREE_PARAMS = {
+    "objective": "regression",
+    "num_leaves": 15,
+    "learning_rate": 0.03,
+    "min_data_in_leaf": 50,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "feature_fraction": 0.8,
+    "seed": 0,
+    "deterministic": True,
+    "force_row_wise": True,
+    "num_threads": 1,
+    "verbose": -1,
+}
 # the kernels whose sources key a fit: one per transform and layout family (the generator changes them all alike)
 REFERENCE_CONFIGS = (
     Config((128, 256, 64), Layout(1, "b", False), "dataparallel", 132),
@@ -76,8 +106,9 @@ def _shape(key: str) -> tuple[int, int, int, str]:
 
 
 def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float], float, float]]:
-    """``(shape key, config, phi, analytic seconds, measured seconds)`` of every finite timing in ``table`` whose
-    label is a config (entries converted from the old table are labelled by policy and skipped)."""
+    """``(shape key, config, inputs, analytic seconds, measured seconds)`` of every finite timing in ``table`` whose
+    label is a config (entries converted from the old table are labelled by policy and skipped); ``inputs`` are its
+    :func:`~ctgraph.select.model.tree_inputs`, the features first."""
     out = []
     for key_, entry in sorted(table.entries.items()):
         m, n, k, dtype = _shape(key_)
@@ -89,20 +120,17 @@ def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float]
             if not math.isfinite(secs) or secs <= 0:
                 continue
             base = analytic(c, m, n, k, dtype, target)
-            out.append((key_, c, features(c, m, n, k, dtype, target, base), base, secs))
+            out.append((key_, c, tree_inputs(c, m, n, k, features(c, m, n, k, dtype, target, base)), base, secs))
     return out
 
 
 def _solve(rows: list, lam: float) -> np.ndarray:
     """Ridge on the within-shape deviations (each shape's mean row subtracted from its rows): only the ranking of a
     shape's configs counts, not how hard the shape is; the bias is then the mean residual."""
-    X = np.array([r[2] for r in rows])
+    X = np.array([r[2][: len(FEATURES)] for r in rows])
     y = np.array([math.log(r[4] / r[3]) for r in rows])
-    groups: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        groups.setdefault(r[0], []).append(i)
     Xd, yd = X.copy(), y.copy()
-    for idx in groups.values():
+    for idx in _groups(rows).values():
         Xd[idx] -= X[idx].mean(axis=0)
         yd[idx] -= y[idx].mean()
     Xd[:, 0] = 0.0
@@ -112,17 +140,48 @@ def _solve(rows: list, lam: float) -> np.ndarray:
     return w
 
 
-def regret(rows: list, weights: np.ndarray) -> list[float]:
-    """Per shape: measured seconds of the config ranked first (analytic x correction) over the least measured."""
-    by_shape: dict[str, list] = {}
-    for r in rows:
-        by_shape.setdefault(r[0], []).append(r)
-    out = []
-    for group in by_shape.values():
-        predicted = [r[3] * math.exp(float(np.dot(weights, r[2]))) for r in group]
-        first = group[int(np.argmin(predicted))]
-        out.append(first[4] / min(r[4] for r in group))
-    return out
+def _groups(rows: list) -> dict[str, list[int]]:
+    """The indices of each shape's rows."""
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(r[0], []).append(i)
+    return groups
+
+
+def _log_residuals(rows: list, weights: np.ndarray) -> np.ndarray:
+    """``log(measured / analytic) - w . phi`` of each row: what the linear part leaves to the trees."""
+    X = np.array([r[2][: len(FEATURES)] for r in rows])
+    return np.array([math.log(r[4] / r[3]) for r in rows]) - X @ weights
+
+
+def regret(rows: list, weights: np.ndarray, trees: Trees | None = None) -> list[float]:
+    """Per shape: measured seconds of the config ranked first (analytic x correction: ``weights`` and ``trees``) over
+    the least measured."""
+    log_t = np.log([r[3] for r in rows]) + np.array([r[2][: len(FEATURES)] for r in rows]) @ weights
+    if trees is not None:
+        log_t = log_t + trees.predict(np.array([r[2] for r in rows]))
+    return [rows[idx[int(np.argmin(log_t[idx]))]][4] / min(rows[i][4] for i in idx) for idx in _groups(rows).values()]
+
+
+def _boost(rows_t: list, rows_v: list, weights: np.ndarray) -> tuple[Trees | None, float]:
+    """The trees on what the linear part leaves (each shape's mean taken out, like the ridge's), fitted on the train
+    rows; their count is chosen from :data:`TREE_COUNTS` by the validation regret (the least; ties: fewer trees).
+    Returns the trees (None for 0) and their validation regret."""
+    try:
+        import lightgbm
+    except ImportError as e:  # pragma: no cover - lightgbm is in the dev and fit extras
+        raise RuntimeError("fit needs LightGBM for the ranker's trees: pip install 'ctgraph[fit]'") from e
+    y = _log_residuals(rows_t, weights)
+    for idx in _groups(rows_t).values():
+        y[idx] -= y[idx].mean()
+    data = lightgbm.Dataset(np.array([r[2] for r in rows_t]), y, feature_name=list(TREE_INPUTS), free_raw_data=False)
+    model = lightgbm.train(TREE_PARAMS, data, num_boost_round=max(TREE_COUNTS))
+    scored = []
+    for count in TREE_COUNTS:  # each count scored as it would be stored (leaves rounded), read by the ranker's code
+        trees = from_lightgbm(model.dump_model(num_iteration=count), TREE_INPUTS) if count else None
+        scored.append((_geomean(regret(rows_v, weights, trees)), count, trees))
+    loss, _, trees = min(scored, key=lambda s: s[:2])
+    return trees, loss
 
 
 @dataclass(frozen=True)
@@ -133,6 +192,8 @@ class Fit:
     validation_regret: float
     validation_regret_analytic: float
     rows: int
+    trees: int = 0  # the trees' count (0: the linear part alone)
+    validation_regret_linear: float = math.nan  # the linear part's alone
 
 
 def _read_on(tables: Table | Sequence[Table], target: Target) -> list[tuple[Table, Target]]:
@@ -188,18 +249,25 @@ def fit(
         )
     least, se = min((s[0], s[1]) for s in scored)
     mean, _, lam, w = max((s for s in scored if s[0] <= least + se + 1e-12), key=lambda s: s[2])
-    loss = math.exp(mean)  # the validation regret's geomean, scored above
+    w = np.array([round(float(x), 6) + 0.0 for x in w])  # as stored; NOTE: + 0.0 turns -0.0 into 0.0
+    trees, loss = _boost(rows_t, rows_v, w)
     meta = (
         ("lambda", str(lam)),
         ("train_rows", str(len(rows_t))),
         ("validation_rows", str(len(rows_v))),
         ("device", ", ".join(dict.fromkeys(own.name for t in (train, validation) for _, own in _read_on(t, target)))),
+        ("trees", str(len(trees) if trees else 0)),
     )
     correction = Correction(
-        target.family,
-        tuple(round(float(x), 6) + 0.0 for x in w),  # NOTE: + 0.0 turns -0.0 into 0.0
-        kernel_hash() if kernels is None else kernels,
-        FEATURES,
-        meta,
+        target.family, tuple(float(x) for x in w), kernel_hash() if kernels is None else kernels, FEATURES, meta, trees
     )
-    return Fit(correction, lam, _geomean(regret(rows_t, w)), loss, _geomean(regret(rows_v, zero)), len(rows_t))
+    return Fit(
+        correction,
+        lam,
+        _geomean(regret(rows_t, w, trees)),
+        loss,
+        _geomean(regret(rows_v, zero)),
+        len(rows_t),
+        len(trees) if trees else 0,
+        math.exp(mean),
+    )

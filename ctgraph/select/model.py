@@ -72,6 +72,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from .. import knobs
 from ..config import Config
 from ..counts import (
@@ -86,8 +88,20 @@ from ..counts import (
     waves,
 )
 from ..target import Target
+from .trees import Trees
 
-__all__ = ["FEATURES", "Correction", "analytic", "features", "load_correction", "predict", "user_correction_path"]
+__all__ = [
+    "FEATURES",
+    "TREE_INPUTS",
+    "Correction",
+    "analytic",
+    "features",
+    "load_correction",
+    "predict",
+    "predict_many",
+    "tree_inputs",
+    "user_correction_path",
+]
 
 EFFICIENCY = 0.8  # the tensor pipes' share a wgmma mainloop keeps busy at best
 HBM_EFFICIENCY = 0.7  # the share of the datasheet's HBM bandwidth a GEMM's tile loads reach
@@ -140,6 +154,19 @@ FEATURES = (
     "swap_x_log_analytic",
     "padding_sq",
     "swap_one_warpgroup",
+)
+# the trees' inputs (:func:`tree_inputs`): the features, then what places the config on its shape
+TREE_INPUTS = (
+    *FEATURES,
+    "log_m",
+    "log_n",
+    "log_k",
+    "log_tile_rows",
+    "log_tile_columns",
+    "log_workgroups",
+    "log_split",
+    "cta_grid_m",
+    "cta_grid_n",
 )
 
 
@@ -276,37 +303,79 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
     ]
 
 
+def tree_inputs(c: Config, m: int, n: int, k: int, phi: list[float]) -> list[float]:
+    """The trees' inputs (:data:`TREE_INPUTS`) of ``c``: its features ``phi``, then the shape and the config's place
+    on it (the ranker's features are mostly ratios; the trees split on where the shape lies, too)."""
+    tm, tn = tile_counts(m, n, c.tile)
+    cm, cn = c.layout.grid
+    return [
+        *phi,
+        math.log(m),
+        math.log(n),
+        math.log(k),
+        math.log(tm),
+        math.log(tn),
+        math.log(c.workgroups),
+        math.log(c.split or 1),
+        float(cm),
+        float(cn),
+    ]
+
+
 @dataclass(frozen=True)
 class Correction:
-    """``log(measured / analytic) = weights . features``: fitted for one device family on kernels whose sources
-    hash to ``kernels`` (:func:`ctgraph.select.fit.kernel_hash`); all zero weights is the analytic model alone."""
+    """``log(measured / analytic) = weights . features + trees(inputs)``: fitted for one device family on kernels
+    whose sources hash to ``kernels`` (:func:`ctgraph.select.fit.kernel_hash`). The trees (:mod:`.trees`), fitted on
+    what the linear part leaves, are optional; all zero weights and no trees is the analytic model alone."""
 
     family: str
     weights: tuple[float, ...] = field(default=(0.0,) * len(FEATURES))
     kernels: str = ""
     names: tuple[str, ...] = FEATURES
     meta: tuple[tuple[str, str], ...] = ()
+    trees: Trees | None = None
 
     def __post_init__(self) -> None:
         if tuple(self.names) != FEATURES or len(self.weights) != len(FEATURES):
             raise ValueError(f"a correction's features must be {FEATURES}, got {self.names}")
+        if self.trees is not None and self.trees.inputs != TREE_INPUTS:
+            raise ValueError(
+                f"a correction's trees must read {TREE_INPUTS}, got {self.trees.inputs}: refit it "
+                "(python -m ctgraph fit)"
+            )
 
-    def factor(self, phi: list[float]) -> float:
-        return math.exp(sum(w * x for w, x in zip(self.weights, phi, strict=True)))
+    @property
+    def analytic_only(self) -> bool:
+        return not any(self.weights) and not self.trees
+
+    def log_factors(self, rows: np.ndarray) -> np.ndarray:
+        """``log(correction)`` of each row of :func:`tree_inputs` (shape ``(n, len(TREE_INPUTS))``)."""
+        rows = np.asarray(rows, dtype=np.float64).reshape(-1, len(TREE_INPUTS))
+        linear = np.zeros(rows.shape[0])
+        for i, w in enumerate(self.weights):  # feature by feature: a row's sum is the same in any batch
+            linear += w * rows[:, i]
+        return linear + self.trees.predict(rows) if self.trees else linear
 
     def to_json(self) -> str:
         body = {
             "family": self.family,
             "kernels": self.kernels,
             "features": dict(zip(self.names, self.weights, strict=True)),
+            "meta": dict(self.meta),
         }
-        return json.dumps(body | {"meta": dict(self.meta)}, indent=1, sort_keys=True) + "\n"
+        text = json.dumps(body, indent=1, sort_keys=True)
+        if self.trees:  # the last key in order; one line, its thousands of numbers are not read by eye
+            text = text[:-2] + ',\n "trees": ' + json.dumps(self.trees.to_dict(), separators=(",", ":")) + "\n}"
+        return text + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> Correction:
         d = json.loads(text)
         weights = tuple(float(d["features"].get(name, 0.0)) for name in FEATURES)
-        return cls(d["family"], weights, d.get("kernels", ""), FEATURES, tuple(sorted(d.get("meta", {}).items())))
+        trees = Trees.from_dict(d["trees"]) if d.get("trees") else None
+        return cls(
+            d["family"], weights, d.get("kernels", ""), FEATURES, tuple(sorted(d.get("meta", {}).items())), trees
+        )
 
     @property
     def digest(self) -> str:
@@ -333,5 +402,15 @@ def load_correction(family: str, path: str | None = None) -> Correction:
 
 def predict(c: Config, m: int, n: int, k: int, dtype: str, target: Target, correction: Correction) -> float:
     """Ranked seconds of ``c``: analytic times the fitted correction."""
-    base = analytic(c, m, n, k, dtype, target)
-    return base * correction.factor(features(c, m, n, k, dtype, target, base))
+    return predict_many([c], m, n, k, dtype, target, correction)[0]
+
+
+def predict_many(
+    configs: list[Config], m: int, n: int, k: int, dtype: str, target: Target, correction: Correction
+) -> list[float]:
+    """:func:`predict` of each of ``configs``, the correction evaluated once for all of them."""
+    if not configs:
+        return []
+    base = [analytic(c, m, n, k, dtype, target) for c in configs]
+    rows = [tree_inputs(c, m, n, k, features(c, m, n, k, dtype, target, b)) for c, b in zip(configs, base, strict=True)]
+    return [b * math.exp(x) for b, x in zip(base, correction.log_factors(np.array(rows)).tolist(), strict=True)]
