@@ -16,6 +16,17 @@ cross-validation): the most regularised fit that ranks as well as the best withi
 :func:`kernel_hash` of the kernels it timed, so a change to the kernels' sources says that the fit is stale
 (:func:`is_current`).
 
+**Trees.** The features are few and mostly ratios; a linear sum misses how their effects bend with the shape
+(which layout streams B best at m near 128, say). A second stage fits gradient-boosted regression trees (LightGBM,
+:data:`TREE_PARAMS`) to what the linear part leaves, each shape's mean again taken out, over the features and the
+shape (:data:`~ctgraph.select.model.TREE_INPUTS`)::
+
+    log(measured / analytic) = w . phi + sum over trees of value[leaf(inputs)]
+
+Their count is chosen from :data:`TREE_COUNTS` by the validation regret, as stored (leaf values rounded), 0 (the
+linear part alone) included, so a sample too small for trees gets none. The trees are stored as data beside
+``w`` (:mod:`ctgraph.select.trees`); only the fit needs LightGBM.
+
 Several devices of one family (an H100 and an H200) fit one correction together (:func:`pooled`): each table's rows
 get the analytic seconds and features of its own device, and its shapes are keyed by device, so the fixed effect and
 the regret stay per device and shape.

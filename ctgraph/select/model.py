@@ -54,9 +54,11 @@ A tile costs ``t0`` more (prologue, epilogue), a Stream-K tile shared by ``p`` w
     two-tile/hybrid: the data-parallel waves of N_DP, then ceil(N_SK / g) t_it(g) + 2 t0 + fixup
     split-K:        t0 + ceil(kt / s) t_it(T s) + the reduction (T BM BN (4 s + s) bytes / HBM_rate + launch)
 
-plus a launch. **Correction** (:class:`Correction`): ``log(measured / analytic) = w . phi(config)``, ``phi`` the
-features of :func:`features`, ``w`` fitted by ridge regression on a seeded random sample of shapes
-(:mod:`ctgraph.select.fit`), stored as JSON per device family together with a hash of the kernel sources it timed.
+plus a launch. **Correction** (:class:`Correction`): ``log(measured / analytic) = w . phi(config) + trees(x)``,
+``phi`` the features of :func:`features`, ``w`` fitted by ridge regression on a seeded random sample of shapes and
+the trees (:mod:`ctgraph.select.trees`) on what ``w`` leaves, ``x`` the features and the shape
+(:func:`tree_inputs`; :mod:`ctgraph.select.fit`), stored as JSON per device family together with a hash of the
+kernel sources it timed.
 Most features are the analytic terms' pieces; ``swap_one_warpgroup`` (a swapped CTA of one math warpgroup, not in a
 cluster) is empirical: such CTAs ran 5-9% faster than predicted on small m and mid-sized layers, where the ring term
 makes the analytic model flat (H200 sample: validation regret 1.037 -> 1.036, a held-out probe 1.067 -> 1.040;
