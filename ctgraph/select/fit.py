@@ -131,7 +131,8 @@ def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float]
             if not math.isfinite(secs) or secs <= 0:
                 continue
             base = analytic(c, m, n, k, dtype, target)
-            out.append((key_, c, tree_inputs(c, m, n, k, features(c, m, n, k, dtype, target, base)), base, secs))
+            phi = features(c, m, n, k, dtype, target, base)
+            out.append((key_, c, tree_inputs(c, m, n, k, dtype, target, phi), base, secs))
     return out
 
 

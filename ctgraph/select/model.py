@@ -169,12 +169,27 @@ TREE_INPUTS = (
     "log_split",
     "cta_grid_m",
     "cta_grid_n",
+    "log_math_share",
+    "log_l2_share",
+    "log_hbm_share",
+    "log_sm_share",
+    "log_ring_share",
+    "streams_hbm",
+    "log_footprint_l2",
 )
+TERM_FLOOR = 1e-6  # a term's share of the binding one, at least (the HBM term is 0 where A and B stay in the L2)
 
 
 def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, active: int, shared: bool) -> float:
     """Seconds of one K iteration of a workgroup with ``active`` workgroups loading (``shared``: they read K in
-    step, so a wave's slice comes from HBM once)."""
+    step, so a wave's slice comes from HBM once): the largest of :func:`_terms`."""
+    return max(_terms(c, m, n, k, dtype, target, active, shared))
+
+
+def _terms(
+    c: Config, m: int, n: int, k: int, dtype: str, target: Target, active: int, shared: bool
+) -> tuple[float, float, float, float, float]:
+    """The bounds on one K iteration (module docstring): math, L2, HBM, SM intake and ring, in seconds."""
     bm, bn, bk = c.tile
     cm, cn = c.layout.grid
     s = itemsize(dtype)
@@ -197,7 +212,7 @@ def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, ac
         else:  # out of step and too many rows for the L2: each workgroup streams its own
             hbm = active * (bm + bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
     ingress = (cta_m + cta_n) * bk * s / SM_RATE  # one SM's own intake, however few SMs load
-    return max(math_t, l2, hbm, ingress, RING_LATENCY / _stages(c, dtype, target))
+    return math_t, l2, hbm, ingress, RING_LATENCY / _stages(c, dtype, target)
 
 
 def _stages(c: Config, dtype: str, target: Target) -> int:
@@ -305,11 +320,18 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
     ]
 
 
-def tree_inputs(c: Config, m: int, n: int, k: int, phi: list[float]) -> list[float]:
-    """The trees' inputs (:data:`TREE_INPUTS`) of ``c``: its features ``phi``, then the shape and the config's place
-    on it (the ranker's features are mostly ratios; the trees split on where the shape lies, too)."""
+def tree_inputs(c: Config, m: int, n: int, k: int, dtype: str, target: Target, phi: list[float]) -> list[float]:
+    """The trees' inputs (:data:`TREE_INPUTS`) of ``c``: its features ``phi``; the shape and the config's place on
+    it; and which bound of a K iteration binds (:func:`_terms` over the largest, for the workgroups that load at once
+    in the first wave, floored at :data:`TERM_FLOOR`), with how far A and B outgrow the L2. The features are mostly
+    ratios; the trees split on where the shape lies and on what holds the kernel back."""
     tm, tn = tile_counts(m, n, c.tile)
     cm, cn = c.layout.grid
+    streamk = c.transform.startswith("streamk")
+    active = c.workgroups if streamk else min(tm * tn * (c.split or 1), c.workgroups)
+    terms = _terms(c, m, n, k, dtype, target, active, True)
+    bound = max(terms)
+    footprint = (m + n) * k * itemsize(dtype)
     return [
         *phi,
         math.log(m),
@@ -321,6 +343,9 @@ def tree_inputs(c: Config, m: int, n: int, k: int, phi: list[float]) -> list[flo
         math.log(c.split or 1),
         float(cm),
         float(cn),
+        *(math.log(max(t / bound, TERM_FLOOR)) for t in terms),
+        float(footprint > L2_RESIDENT * target.l2_bytes),
+        math.log(footprint / target.l2_bytes),
     ]
 
 
@@ -414,5 +439,8 @@ def predict_many(
     if not configs:
         return []
     base = [analytic(c, m, n, k, dtype, target) for c in configs]
-    rows = [tree_inputs(c, m, n, k, features(c, m, n, k, dtype, target, b)) for c, b in zip(configs, base, strict=True)]
+    rows = [
+        tree_inputs(c, m, n, k, dtype, target, features(c, m, n, k, dtype, target, b))
+        for c, b in zip(configs, base, strict=True)
+    ]
     return [b * math.exp(x) for b, x in zip(base, correction.log_factors(np.array(rows)).tolist(), strict=True)]

@@ -117,7 +117,7 @@ def _synthetic(count: int, seed: int, truth) -> entries.Table:
         for i in r.choice(len(pool), size=min(10, len(pool)), replace=False):
             c = pool[i]
             base = analytic(c, m, n, k, "float16", H100_SXM)
-            row = inputs_of(c, m, n, k, features(c, m, n, k, "float16", H100_SXM, base))
+            row = inputs_of(c, m, n, k, "float16", H100_SXM, features(c, m, n, k, "float16", H100_SXM, base))
             secs[c] = base * math.exp(truth(dict(zip(TREE_INPUTS, row, strict=True))))
         best = min(secs, key=secs.__getitem__)
         out[entries.key(m, n, k, "float16")] = entries.Entry(best, tuple(sorted((c.name, t) for c, t in secs.items())))
@@ -146,3 +146,34 @@ def test_fit_adds_trees_where_the_linear_part_cannot_rank_and_none_where_it_can(
     plain = fit(_synthetic(20, 3, linear), _synthetic(10, 4, linear), H100_SXM, kernels="test")
     assert plain.validation_regret == pytest.approx(1.0, abs=1e-6)
     assert plain.trees == 0 and plain.correction.trees is None  # ties keep fewer trees: none
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "streams"),
+    [
+        (4096, 4096, 4096, True),
+        (1024, 1024, 2048, False),
+        (128, 14336, 8192, True),
+        (16, 768, 768, False),
+        (8192, 28672, 8192, True),
+    ],
+)
+def test_tree_inputs_say_which_bound_binds(m, n, k, streams):
+    """The five bounds of a K iteration as shares of the largest (log, floored), and whether A and B outgrow the
+    L2's resident share: the same terms the analytic model takes the largest of."""
+    from ctgraph.select.model import L2_RESIDENT, TERM_FLOOR
+
+    pool = candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
+    for c in pool[:: max(1, len(pool) // 8)]:
+        base = analytic(c, m, n, k, "float16", H100_SXM)
+        phi = features(c, m, n, k, "float16", H100_SXM, base)
+        x = dict(zip(TREE_INPUTS, inputs_of(c, m, n, k, "float16", H100_SXM, phi), strict=True))
+        shares = [x[f"log_{t}_share"] for t in ("math", "l2", "hbm", "sm", "ring")]
+        assert max(shares) == 0.0 and min(shares) >= math.log(TERM_FLOOR)
+        assert x["streams_hbm"] == float(streams)
+        assert streams == ((m + n) * k * 2 > L2_RESIDENT * H100_SXM.l2_bytes)
+        if not streams:
+            assert x["log_hbm_share"] == math.log(TERM_FLOOR)  # A and B stay in the L2: no HBM bound
+        assert x["log_m"] == math.log(m) and x["log_footprint_l2"] == pytest.approx(
+            math.log((m + n) * k * 2 / H100_SXM.l2_bytes)
+        )
