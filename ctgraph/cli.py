@@ -284,6 +284,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from .cache import write_whole
+    from .deps import require
     from .select.cache import Table
     from .select.fit import fit, is_current
     from .select.model import load_correction
@@ -296,6 +297,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 0 if current else 1
     if not (args.train and args.validation):
         raise ValueError("fit: give a train and a validation table (from python -m ctgraph tune), or --check FAMILY")
+    require("lightgbm", "python -m ctgraph fit")
     read = [(args.train, args.validation), *(args.also or [])]
     train = [Table.from_json(Path(t).read_text()) for t, _ in read]
     validation = [Table.from_json(Path(v).read_text()) for _, v in read]
@@ -313,12 +315,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """A short tune of train and validation shapes on this GPU, then the fit, stored for this device's family."""
     from .cache import write_whole
+    from .deps import require
     from .select.fit import fit
     from .select.model import user_correction_path
     from .select.resolve import device_target
     from .tune import run
 
     _require_gpu_stack("python -m ctgraph calibrate")
+    require("lightgbm", "python -m ctgraph calibrate")  # before the tune it fits on
     out = Path(args.out)
     train = run(_shapes("train", args.shapes), out / "train.json", top=6, extra=2)
     validation = run(_shapes("validation", max(4, args.shapes // 2)), out / "validation.json", top=6, extra=2)

@@ -10,6 +10,7 @@ packages ``pip install ctgraph`` brings. The rest is optional and asked for wher
 | nvcc (CUDA toolkit) | compiling CUDA source, ``kern.ptx`` | the CUDA toolkit, with ``nvcc`` on PATH |
 | torch | ``python -m ctgraph bench / heldout / tune`` | ``pip install torch`` |
 | matplotlib | ``plot_schedule``, ``--plot`` | ``pip install 'ctgraph[plot]'`` |
+| lightgbm | ``python -m ctgraph fit / calibrate`` (the ranker's trees) | ``pip install 'ctgraph[fit]'`` |
 | graphviz's ``dot`` | ``.svg``/``.png``/``.pdf`` dumps | ``apt-get install graphviz`` / ``brew install graphviz`` |
 
 A missing one raises :class:`MissingDependency` (the command line prints ``error: ...`` and exits
@@ -52,6 +53,7 @@ OPTIONAL: dict[str, Dependency] = {
     "torch": Dependency("torch", "pip install torch (a CUDA build, see https://pytorch.org)"),
     "matplotlib": Dependency("matplotlib", "pip install 'ctgraph[plot]'"),
     "tqdm": Dependency("tqdm", "pip install 'ctgraph[plot]'"),
+    "lightgbm": Dependency("lightgbm", "pip install 'ctgraph[fit]'"),
     "llvmlite": Dependency("llvmlite", "pip install llvmlite (a dependency of ctgraph: reinstall it)"),
     "scipy": Dependency("scipy", "pip install scipy"),
     "nvcc": Dependency("nvcc (the CUDA toolkit's compiler)", "install the CUDA toolkit and put nvcc on PATH"),

@@ -179,10 +179,9 @@ def _boost(rows_t: list, rows_v: list, weights: np.ndarray) -> tuple[Trees | Non
     """The trees on what the linear part leaves (each shape's mean taken out, like the ridge's), fitted on the train
     rows; their count is chosen from :data:`TREE_COUNTS` by the validation regret (the least; ties: fewer trees).
     Returns the trees (None for 0) and their validation regret."""
-    try:
-        import lightgbm
-    except ImportError as e:  # pragma: no cover - lightgbm is in the dev and fit extras
-        raise RuntimeError("fit needs LightGBM for the ranker's trees: pip install 'ctgraph[fit]'") from e
+    from ..deps import require
+
+    lightgbm = require("lightgbm", "fitting the ranker's trees")
     y = _log_residuals(rows_t, weights)
     for idx in _groups(rows_t).values():
         y[idx] -= y[idx].mean()

@@ -139,3 +139,22 @@ def test_cli_plot_without_matplotlib_before_any_work(monkeypatch, capsys, tmp_pa
     assert run(argv) == 2
     out = capsys.readouterr()
     assert out.out == "" and "matplotlib" in out.err
+
+
+def test_fit_without_lightgbm(monkeypatch, tmp_path, capsys):
+    """The fit's trees need LightGBM: the command says so before it reads a table, and so does the library call."""
+    from ctgraph.select import H100_SXM
+    from ctgraph.select.cache import Table
+    from ctgraph.select.fit import fit
+
+    monkeypatch.setitem(sys.modules, "lightgbm", None)
+    assert run(["fit", str(tmp_path / "absent.json"), str(tmp_path / "absent.json")]) == 2
+    err = capsys.readouterr().err
+    assert "python -m ctgraph fit needs lightgbm" in err and "pip install 'ctgraph[fit]'" in err
+    table = Table.from_json(
+        '{"device": "NVIDIA H100 80GB HBM3", "entries": {"1024,1024,1024,float16": {"config": '
+        '"128x128x64 1b dataparallel g64 r1", "cublas": 1e-05, "seconds": {"128x128x64 1b dataparallel g64 r1": '
+        '1e-05, "128x256x64 1b dataparallel g32 r1": 2e-05}}}}'
+    )
+    with pytest.raises(MissingDependency, match=r"fitting the ranker's trees needs lightgbm"):
+        fit(table, table, H100_SXM, kernels="test")
