@@ -70,6 +70,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -400,6 +401,13 @@ class Correction:
         d = json.loads(text)
         weights = tuple(float(d["features"].get(name, 0.0)) for name in FEATURES)
         trees = Trees.from_dict(d["trees"]) if d.get("trees") else None
+        if trees is not None and trees.inputs != TREE_INPUTS:  # a fit by another version: rank without its trees
+            warnings.warn(
+                f"the ranker's trees ({d['family']}) read other inputs than this version computes; ranking with "
+                "the linear correction alone. Refit it: python -m ctgraph fit (or calibrate)",
+                stacklevel=2,
+            )
+            trees = None
         return cls(
             d["family"], weights, d.get("kernels", ""), FEATURES, tuple(sorted(d.get("meta", {}).items())), trees
         )

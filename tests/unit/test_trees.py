@@ -94,6 +94,12 @@ def test_a_correction_with_trees_round_trips_and_adds_them_to_the_linear_part():
     assert not Correction("sm90", trees=trees).analytic_only
     with pytest.raises(ValueError, match="trees must read"):
         Correction("sm90", trees=Trees(("a",), ((),), ((),), ((),), ((),), ((0.0,),)))
+    # a file of another version's trees still ranks, with its linear part, and says so
+    stale = text.replace('"inputs":["bias"', '"inputs":["old_bias"')
+    assert stale != text
+    with pytest.warns(UserWarning, match="read other inputs"):
+        read = Correction.from_json(stale)
+    assert read.trees is None and read.weights == c.weights
 
 
 def test_the_shipped_ranker_ranks_a_pool_as_it_predicts_each_config():
