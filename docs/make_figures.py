@@ -31,7 +31,7 @@ IMG = HERE / "img"
 
 SEED = {"m": 160, "n": 192, "k": 4096, "macro_tile": (16, 16, 8), "dtype": "float16"}
 WORKGROUPS = 32
-HELDOUT = (("test", "h100"), ("llm", "h100"))
+HELDOUT = (("test", "h100"), ("llm", "h100"), ("test", "h200"), ("llm", "h200"))
 DPI = 90
 
 
