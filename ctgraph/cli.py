@@ -296,7 +296,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print(f"{args.check}: {'current' if current else 'stale: the kernels changed since the fit; refit it'}")
         return 0 if current else 1
     if not (args.train and args.validation):
-        raise ValueError("fit: give a train and a validation table (from python -m ctgraph tune), or --check FAMILY")
+        if args.report:  # only the report: the correction in use, on these tables
+            tables = [(path, Table.from_json(Path(path).read_text())) for path in args.report]
+            _report(tables, load_correction(known_target(tables[0][1].device).family))
+            return 0
+        raise ValueError(
+            "fit: give a train and a validation table (from python -m ctgraph tune), --report TABLE..., or "
+            "--check FAMILY"
+        )
     require("lightgbm", "python -m ctgraph fit")
     read = [(args.train, args.validation), *(args.also or [])]
     train = [Table.from_json(Path(t).read_text()) for t, _ in read]
@@ -309,7 +316,24 @@ def cmd_fit(args: argparse.Namespace) -> int:
     )
     write_whole(Path(args.out), f.correction.to_json())
     print(f"wrote {args.out}")
+    if args.report is not None:
+        paths = [path for pair in read for path in pair]
+        timed = [table for pair in zip(train, validation, strict=True) for table in pair]
+        fitted = list(zip(paths, timed, strict=True))
+        extra = [(path, Table.from_json(Path(path).read_text())) for path in args.report]
+        _report(fitted + extra, f.correction)
     return 0
+
+
+def _report(tables: list, correction: Any) -> None:
+    """``correction``'s regret on each table: the linear part alone, the whole, the shapes above 1.10."""
+    from .select.fit import table_regret
+
+    width = max(len(str(path)) for path, _ in tables)
+    print(f"{'table':{width}}  shapes  linear  whole  above 1.10")
+    for path, table in tables:
+        shapes, linear, whole, above = table_regret(table, correction)
+        print(f"{path!s:{width}}  {shapes:6}  {linear:.4f}  {whole:.4f}  {above:10}")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -530,6 +554,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the tables of another device of the same family, fitted together (repeatable)",
     )
     p.add_argument("--check", metavar="FAMILY", help="only say whether FAMILY's correction (e.g. sm90) is current")
+    p.add_argument(
+        "--report",
+        nargs="*",
+        metavar="TABLE",
+        help="the regret on each table fitted and on these (without a train table: of the correction in use)",
+    )
     p.set_defaults(func=cmd_fit)
     p = sub.add_parser("calibrate", help="a short tune and fit for this GPU's family (needs torch and a GPU)")
     p.add_argument("--shapes", type=int, default=24, help="train shapes to time (validation: half as many)")

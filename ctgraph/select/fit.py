@@ -59,6 +59,7 @@ __all__ = [
     "pooled",
     "regret",
     "samples",
+    "table_regret",
 ]
 
 LAMBDAS = (0.0, 0.1, 1.0, 10.0, 100.0)
@@ -193,6 +194,15 @@ def _boost(rows_t: list, rows_v: list, weights: np.ndarray) -> tuple[Trees | Non
         scored.append((_geomean(regret(rows_v, weights, trees)), count, trees))
     loss, _, trees = min(scored, key=lambda s: s[:2])
     return trees, loss
+
+
+def table_regret(table: Table, correction: Correction) -> tuple[int, float, float, int]:
+    """``correction`` on one table, read on its device's known target: the shapes, the regret (geomean) of its
+    linear part alone and of the whole, and how many shapes the whole ranks above 1.10."""
+    rows = samples(table, known_target(table.device))
+    weights = np.array(correction.weights)
+    whole = regret(rows, weights, correction.trees)
+    return len(whole), _geomean(regret(rows, weights)), _geomean(whole), sum(r > 1.10 for r in whole)
 
 
 @dataclass(frozen=True)

@@ -455,8 +455,18 @@ def test_fit_pools_the_devices_of_a_family(monkeypatch, tmp_path, capsys):
         paths[-1].write_text(t.to_json())
     out = tmp_path / "ranker.json"
     args = ["fit", str(paths[0]), str(paths[0]), "--also", str(paths[1]), str(paths[1]), "--out", str(out)]
-    assert main(args) == 0 and out.is_file()
-    assert f"{len(rows)} rows" in capsys.readouterr().out
+    assert main([*args, "--report"]) == 0 and out.is_file()
+    printed = capsys.readouterr().out
+    assert f"{len(rows)} rows" in printed
+    # the report: each table fitted (train and validation of each pair), its shapes and regrets, ranked exactly
+    lines = [line.split() for line in printed.splitlines() if line.startswith(str(tmp_path))]
+    assert [line[0] for line in lines] == [str(paths[0]), str(paths[0]), str(paths[1]), str(paths[1])]
+    assert all(line[1] == str(len(train_shapes)) and float(line[3]) == pytest.approx(1.0) for line in lines)
+    # without a train table, the report is of the correction in use, on the tables named
+    assert main(["fit", "--report", str(paths[1])]) == 0
+    assert str(paths[1]) in capsys.readouterr().out
+    assert main(["fit"]) == 2
+    assert "give a train and a validation table" in capsys.readouterr().err
 
 
 def test_regret_is_one_when_the_first_ranked_is_the_fastest():
