@@ -163,16 +163,15 @@ def _groups(rows: list) -> dict[str, list[int]]:
 
 def _log_residuals(rows: list, weights: np.ndarray) -> np.ndarray:
     """``log(measured / analytic) - w . phi`` of each row: what the linear part leaves to the trees."""
-    X = np.array([r[2][: len(FEATURES)] for r in rows])
-    return np.array([math.log(r[4] / r[3]) for r in rows]) - X @ weights
+    linear = Correction("", tuple(float(w) for w in weights)).log_factors(np.array([r[2] for r in rows]))
+    return np.array([math.log(r[4] / r[3]) for r in rows]) - linear
 
 
 def regret(rows: list, weights: np.ndarray, trees: Trees | None = None) -> list[float]:
-    """Per shape: measured seconds of the config ranked first (analytic x correction: ``weights`` and ``trees``) over
-    the least measured."""
-    log_t = np.log([r[3] for r in rows]) + np.array([r[2][: len(FEATURES)] for r in rows]) @ weights
-    if trees is not None:
-        log_t = log_t + trees.predict(np.array([r[2] for r in rows]))
+    """Per shape: measured seconds of the config ranked first (analytic x correction: ``weights`` and ``trees``, as
+    the ranker evaluates them, :meth:`~ctgraph.select.model.Correction.log_factors`) over the least measured."""
+    correction = Correction("", tuple(float(w) for w in weights), trees=trees)
+    log_t = np.log([r[3] for r in rows]) + correction.log_factors(np.array([r[2] for r in rows]))
     return [rows[idx[int(np.argmin(log_t[idx]))]][4] / min(rows[i][4] for i in idx) for idx in _groups(rows).values()]
 
 
