@@ -409,12 +409,11 @@ def cmd_choose(args: argparse.Namespace) -> int:
 
 def _choices_csv(path: str) -> list[dict[str, Any]]:
     """The rows of a CSV that ``choose`` or ``heldout`` wrote (m, n, k and config columns), checked."""
-    import csv
+    from .heldout import read
 
     if not Path(path).is_file():
         raise ValueError(f"choose --against: {path!r} is not a file; give a CSV that choose or heldout wrote")
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read(Path(path))
     missing = {"m", "n", "k", "config"} - set(rows[0] if rows else ())
     if missing:
         raise ValueError(f"choose --against: {path!r} has no {', '.join(sorted(missing))} column (or no rows)")
