@@ -201,7 +201,7 @@ def _terms(
     u_b = UNALIGNED if (n * s) % LINE else 1.0
     l2 = ctas * (cta_m * bk * s * u_a / cn + cta_n * bk * s * u_b / cm) / target.l2_rate
     hbm = 0.0
-    if (m + n) * k * s > L2_RESIDENT * target.l2_bytes:  # else A and B stay in the L2 from the run before
+    if _streams_hbm(m, n, k, dtype, target):  # else A and B stay in the L2 from the run before
         tm, tn = tile_counts(m, n, c.tile)
         rows = min(tm, c.raster) if c.raster > 1 else min(tm, -(-active // tn))
         cols = min(tn, -(-active // rows))
@@ -214,6 +214,11 @@ def _terms(
             hbm = active * (bm + bn) * bk * s / (HBM_EFFICIENCY * target.hbm_bandwidth)
     ingress = (cta_m + cta_n) * bk * s / SM_RATE  # one SM's own intake, however few SMs load
     return math_t, l2, hbm, ingress, RING_LATENCY / _stages(c, dtype, target)
+
+
+def _streams_hbm(m: int, n: int, k: int, dtype: str, target: Target) -> bool:
+    """Whether A and B together outgrow :data:`L2_RESIDENT` of the L2 (else a timed kernel finds them there)."""
+    return (m + n) * k * itemsize(dtype) > L2_RESIDENT * target.l2_bytes
 
 
 def _stages(c: Config, dtype: str, target: Target) -> int:
@@ -345,7 +350,7 @@ def tree_inputs(c: Config, m: int, n: int, k: int, dtype: str, target: Target, p
         float(cm),
         float(cn),
         *(math.log(max(t / bound, TERM_FLOOR)) for t in terms),
-        float(footprint > L2_RESIDENT * target.l2_bytes),
+        float(_streams_hbm(m, n, k, dtype, target)),
         math.log(footprint / target.l2_bytes),
     ]
 
