@@ -90,7 +90,9 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         cr.append(cc / cx)
         ko.append(kx)
         co.append(kc)
-    ok = bool(torch.allclose(D.float(), D2.float(), rtol=2e-2, atol=2e-2 * math.sqrt(k) / 8))
+    # ours against float64, not against cuBLAS, which can stray further: on 544 x 232 x 23048 (H200, 2026-11-28) its
+    # output was 16.1 off float64 where ours was 0.25 off, the fp16 output's rounding
+    ok = bool(torch.allclose(D.double(), A.double() @ B.double(), rtol=2e-2, atol=2e-2 * math.sqrt(k) / 8))
     row = {
         "m": m,
         "n": n,
