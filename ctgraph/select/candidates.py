@@ -84,7 +84,7 @@ SKINNY = 128  # the rows (columns) one tile row (column) holds on a skinny outpu
 THIN = 64  # the columns of a thin n that takes only clusters sharing B: see thin_grid
 THIN_GRIDS = (2, 4)  # the CTAs of those clusters
 NARROW = 1024  # the shorter side of an output up to which CTAs of 64 rows on those clusters are offered too
-EMPTY_SHARE = 1 / 16  # the most of a grid's CTAs that may be empty in its last tile row (column): see few_empty
+EMPTY_SHARE = 1 / 8  # the most of a grid's CTAs that may be empty in its last tile row (column): see few_empty
 RASTER = 8  # tile rows walked together once A and B outgrow the L2 (Triton's GROUP_SIZE_M)
 BN_MENU = (64, 128, 192, 256)
 WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"), (8, "ab"), (8, "ba"))
@@ -148,7 +148,13 @@ def few_empty(m: int, n: int, tile: tuple[int, int, int], layout: Layout) -> boo
       13352 x 11176 ran 0.70x cuBLAS on the ranker's first and 1.05x on 144 x 512 swapped on 4 CTAs sharing A (3 of
       its 108 CTAs empty), 96 x 11784 x 7192 0.85x to 1.03x, 184 x 11056 x 12344 0.78x to 0.89x. The rule frozen,
       the 83 of 1000 fresh draws whose first config it changes (every stratum): 0.957x to 1.010x, faster on 66
-      (``docs/results/amc-fresh-h200.csv``)."""
+      (``docs/results/amc-fresh-h200.csv``).
+
+    ``EMPTY_SHARE`` went from 1/16 to 1/8 on an H200 (2026-11-28, cuBLAS in the same run, 2 interleaved rounds): the 58
+    of 1493 fresh draws (train seed, draws 2830000-2831500) whose first config it changes ran 0.975x to 1.015x
+    cuBLAS, below 0.85x 9 to 1 (``docs/results/empty8-fresh-*-h200.csv``); most gained where m is large and n thin:
+    2352 x 200 x 1376 went from 128 x 80 on 2 CTAs to 256 x 112 on 4 (3 of each tile column's 40
+    CTAs empty), 0.57x to 0.87x."""
     rows, cols = _empty_ctas(m, n, tile, layout)
     if layout.multicast == "b" and not layout.swap:
         return cols == 0 and rows <= EMPTY_SHARE * layout.grid[0] * tile_counts(m, n, tile)[0]

@@ -209,9 +209,11 @@ def test_few_empty_ctas_keep_the_anchors_tiles():
     assert not few_empty(300, 7288, (256, 256, 64), Layout(2, "b", False))
     assert not few_empty(4168, 7288, (256, 256, 64), Layout(2, "b", True))
     assert not few_empty(7288, 4168, (128, 512, 64), Layout(2, "a", False))  # CTAs past n
-    # 512 x 256 on 4 CTAs: 9 tile rows of 512, the last of 72 rows: 3 of 36 CTAs empty (1/12 > 1/16)
+    # 512 x 256 on 4 CTAs: 9 tile rows of 512, the last of 72 rows: 3 of 36 CTAs empty (1/12 <= 1/8); with 5 tile
+    # rows, 3 of 20 (above 1/8)
     assert empty_cta(4168, 7288, (512, 256, 64), Layout(4, "b", False))
-    assert not few_empty(4168, 7288, (512, 256, 64), Layout(4, "b", False))
+    assert few_empty(4168, 7288, (512, 256, 64), Layout(4, "b", False))
+    assert not few_empty(2120, 7288, (512, 256, 64), Layout(4, "b", False))
 
 
 def test_few_empty_ctas_on_swapped_clusters_sharing_a():
