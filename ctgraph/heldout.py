@@ -41,7 +41,19 @@ from .select.shapes import shape_of
 if TYPE_CHECKING:
     from .select import Selection
 
-__all__ = ["KINDS", "by_kind", "cached", "changed", "choices", "compare", "kind", "run", "stability", "summary"]
+__all__ = [
+    "KINDS",
+    "by_kind",
+    "cached",
+    "changed",
+    "choices",
+    "compare",
+    "kind",
+    "matches_float64",
+    "run",
+    "stability",
+    "summary",
+]
 
 Shape = tuple[int, int, int]
 
@@ -58,6 +70,18 @@ def _quantile(xs: list[float], q: float) -> float:
     i = q * (len(xs) - 1)
     lo = math.floor(i)
     return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (i - lo)
+
+
+def matches_float64(D: Any, A: Any, B: Any) -> bool:
+    """Whether ``D`` (torch tensors, any device) is ``A @ B`` within fp16's reach of the product in float64:
+    ``|D - A B| <= 2e-2 |A B| + 2e-2 sqrt(k) / 8`` everywhere (``A B``'s entries of N(0, 1) operands spread as
+    ``sqrt(k)``; a wrong index or a lost K chunk is off by that much). Against float64, not against cuBLAS, which
+    can stray further: on 544 x 232 x 23048 (H200, 2026-11-28) its output was 16.1 off where ours was 0.25 off, the
+    fp16 output's rounding."""
+    import torch
+
+    k = A.shape[-1]
+    return bool(torch.allclose(D.double(), A.double() @ B.double(), rtol=2e-2, atol=2e-2 * math.sqrt(k) / 8))
 
 
 def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[str, Any]:
@@ -90,9 +114,7 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         cr.append(cc / cx)
         ko.append(kx)
         co.append(kc)
-    # ours against float64, not against cuBLAS, which can stray further: on 544 x 232 x 23048 (H200, 2026-11-28) its
-    # output was 16.1 off float64 where ours was 0.25 off, the fp16 output's rounding
-    ok = bool(torch.allclose(D.double(), A.double() @ B.double(), rtol=2e-2, atol=2e-2 * math.sqrt(k) / 8))
+    ok = matches_float64(D, A, B)
     row = {
         "m": m,
         "n": n,

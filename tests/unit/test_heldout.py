@@ -8,7 +8,7 @@ import math
 import pytest
 
 from ctgraph.cli import main
-from ctgraph.heldout import KINDS, _write, by_kind, cached, compare, kind, read, summary
+from ctgraph.heldout import KINDS, _write, by_kind, cached, compare, kind, matches_float64, read, summary
 from ctgraph.plot import plot_heldout as plot
 
 
@@ -217,3 +217,19 @@ def test_choose_against_a_csv_without_configs_names_the_missing_columns(tmp_path
     plain.write_text("m,n,k\n128,128,128\n")
     assert main(["choose", str(plain), "--against", str(plain), "--out", str(tmp_path / "c.csv")]) != 0
     assert "has no config column" in capsys.readouterr().err
+
+
+def test_outputs_are_checked_against_float64():
+    """fp16 rounding of the exact product passes; a lost K chunk, a shifted row or a stray entry does not."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    m, n, k = 40, 24, 3000
+    A = torch.randn(m, k, generator=g).half()
+    B = torch.randn(k, n, generator=g).half()
+    exact = A.double() @ B.double()
+    assert matches_float64(exact.half(), A, B)
+    assert not matches_float64((A[:, 64:].double() @ B[64:].double()).half(), A, B)  # one K chunk of 64 lost
+    assert not matches_float64(exact.roll(1, dims=0).half(), A, B)
+    stray = exact.clone()
+    stray[7, 3] += 16.0
+    assert not matches_float64(stray.half(), A, B)
