@@ -44,7 +44,7 @@ import numpy as np
 from ..config import Config, Layout
 from ..target import Target, known_target
 from .cache import Table
-from .model import FEATURES, TREE_INPUTS, Correction, analytic, features, tree_inputs
+from .model import FEATURES, TREE_INPUTS, Correction, ranked_row
 from .trees import Trees, from_lightgbm
 
 __all__ = [
@@ -131,9 +131,8 @@ def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float]
                 continue
             if not math.isfinite(secs) or secs <= 0:
                 continue
-            base = analytic(c, m, n, k, dtype, target)
-            phi = features(c, m, n, k, dtype, target, base)
-            out.append((key_, c, tree_inputs(c, m, n, k, dtype, target, phi), base, secs))
+            base, inputs = ranked_row(c, m, n, k, dtype, target)
+            out.append((key_, c, inputs, base, secs))
     return out
 
 

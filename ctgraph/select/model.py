@@ -102,6 +102,7 @@ __all__ = [
     "load_correction",
     "predict",
     "predict_many",
+    "ranked_row",
     "tree_inputs",
     "user_correction_path",
 ]
@@ -451,9 +452,12 @@ def predict_many(
     """:func:`predict` of each of ``configs``, the correction evaluated once for all of them."""
     if not configs:
         return []
-    base = [analytic(c, m, n, k, dtype, target) for c in configs]
-    rows = [
-        tree_inputs(c, m, n, k, dtype, target, features(c, m, n, k, dtype, target, b))
-        for c, b in zip(configs, base, strict=True)
-    ]
+    base, rows = zip(*(ranked_row(c, m, n, k, dtype, target) for c in configs), strict=True)
     return [b * math.exp(x) for b, x in zip(base, correction.log_factors(np.array(rows)).tolist(), strict=True)]
+
+
+def ranked_row(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> tuple[float, list[float]]:
+    """What the ranker reads of ``c``: its analytic seconds and its :func:`tree_inputs` (the features first), the
+    row the correction is fitted on (:func:`ctgraph.select.fit.samples`) and evaluated on (:func:`predict_many`)."""
+    base = analytic(c, m, n, k, dtype, target)
+    return base, tree_inputs(c, m, n, k, dtype, target, features(c, m, n, k, dtype, target, base))
