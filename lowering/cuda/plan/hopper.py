@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
+# NOTE: up to 16 stages (9 to 13 for thin CTAs) ran no faster: 96 fresh shapes whose config would get more, 0.994x the
+# 8-stage ring (H200, docs/results/stages-probe-h200.csv, docs/selection.md)
 MAX_STAGES = 8
 D_BUFFERS = 2  # staged D boxes per consumer warpgroup: one is filled while TMA stores the other
 REGISTERS = 64 * 1024  # 32-bit registers per SM: the producer and consumer warpgroups share them
