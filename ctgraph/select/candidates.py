@@ -27,7 +27,7 @@ Tiles on the wgmma path (``BK = 64``):
 - the wave layouts (:func:`wave_layouts`): swapped CTAs of 64 or 128 columns on cuBLAS's cluster grids, their rows
   fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds;
 - the wave tiles (:func:`wave_tiles`): CTAs of 128, 192 or 256 rows on one CTA and on clusters of 2, their columns
-  fitted so that the tiles make one or two whole waves.
+  fitted so that the tiles make one or two whole waves (CTAs of up to 192 rows: up to eight).
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
 ``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``, only for a transform
@@ -91,6 +91,9 @@ WAVE_GRIDS: tuple[tuple[int, str], ...] = ((2, "a"), (2, "b"), (4, "a"), (4, "b"
 WAVE_QUARTERS = (2, 3, 4, 8)
 WAVE_HEIGHTS = (128, 192, 256)  # a CTA's rows on the wave tiles: two, three or four 64-row blocks
 WAVE_TILE_GRIDS: tuple[tuple[int, str], ...] = ((1, "b"), (2, "b"), (2, "a"))
+WAVE_COUNTS = (1, 2)  # the whole waves the wave tiles' columns are fitted to ...
+MANY_WAVES = (3, 4, 5, 6, 7, 8)  # ... and these too for CTAs of up to MANY_WAVES_ROWS rows (see wave_tiles)
+MANY_WAVES_ROWS = 192
 SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
 # Schedules (transform, sk_batches) ranked for a named transform only, never for transform="auto": where the ranker
 # put them first they ran slower than its next config, on fresh shapes (train seed, never tuned or probed before),
@@ -186,22 +189,28 @@ def wave_layouts(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
 
 def wave_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, int], Layout]]:
     """Unswapped tiles of CTAs of ``h`` rows (:data:`WAVE_HEIGHTS`) on each grid of :data:`WAVE_TILE_GRIDS`, their
-    columns fitted so that the tiles make one or two whole waves of the ``R`` workgroups the device holds::
+    columns fitted so that the tiles make whole waves of the ``R`` workgroups the device holds::
 
         t_m = ceil(m / (h grid_m));  t_n = floor(w R / t_m);  BN = 16 grid_n ceil(n / (16 grid_n t_n))
 
-    for ``w`` = 1, 2 (where ``t_n >= 1``). cuBLAS's own choice on shapes of 1.2 to 1.6 waves of the menu's tiles
-    (H100, 2026-11-28, 46 fresh shapes, ``docs/results/cublas-kernels-h100.csv``): a data-parallel grid of one wave
-    on such fitted tiles (192 x 192 for 4928 x 880, 130 tiles on 130 CTAs; 192 x 176 for 5808 x 672), where the menu's
-    tiles left 1.2 to 1.6 waves and ran 0.6 to 0.9x its speed. Tiles the path does not run (too many columns for
-    the accumulators) are dropped by :func:`tiles_for`."""
+    for ``w`` = 1, 2 (:data:`WAVE_COUNTS`), and 3 to 8 (:data:`MANY_WAVES`) for CTAs of up to 192 rows (where
+    ``t_n >= 1``). Tiles the path does not run (too many columns for the accumulators) are dropped by
+    :func:`tiles_for`.
+
+    One or two waves are cuBLAS's own choice on shapes of 1.2 to 1.6 waves of the menu's tiles (H100, 2026-11-28, 46
+    fresh shapes, ``docs/results/cublas-kernels-h100.csv``): a data-parallel grid of one wave on such fitted tiles
+    (192 x 192 for 4928 x 880, 130 tiles on 130 CTAs; 192 x 176 for 5808 x 672), where the menu's tiles left 1.2 to
+    1.6 waves and ran 0.6 to 0.9x its speed. More waves: on 96 fresh shapes whose first config they change (80 with
+    m, n >= 2048), 0.993x to 1.010x cuBLAS, below 0.9x 10 to 5 (H200, 2026-11-28, ``docs/selection.md``). Offered for
+    CTAs of 256 rows too, the ranker put CTAs of 256 x 144 and 256 x 160 first, and those ran 5-8% slower than the
+    config before."""
     out: dict[tuple[tuple[int, int, int], Layout], None] = {}
     for cluster, multicast in WAVE_TILE_GRIDS:
         grid_m, grid_n = cluster_grid(cluster, multicast)
         resident = target.resident(cluster)
         for h in WAVE_HEIGHTS:
             t_m = -(-m // (h * grid_m))
-            for w in (1, 2):
+            for w in WAVE_COUNTS + (MANY_WAVES if h <= MANY_WAVES_ROWS else ()):
                 t_n = w * resident // t_m
                 if t_n >= 1:
                     step = 16 * grid_n
