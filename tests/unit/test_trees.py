@@ -113,15 +113,17 @@ def test_the_shipped_ranker_ranks_a_pool_as_it_predicts_each_config():
 
 
 def _synthetic(count: int, seed: int, truth) -> entries.Table:
-    """A tune table whose seconds are the analytic model's times ``exp(truth(inputs))``."""
+    """A tune table whose seconds are the analytic model's times ``exp(truth(inputs))``: per shape up to 5 swapped
+    and 5 unswapped configs of its candidates, drawn at random (so the swap's cost shows however many tiles of
+    either kind the candidates hold)."""
     r = np.random.default_rng(seed)
     out = {}
     for _ in range(count):
         m, n, k = (int(8 * round(np.exp(r.uniform(np.log(64), np.log(6000))) / 8)) for _ in range(3))
         pool = candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
         secs = {}
-        for i in r.choice(len(pool), size=min(10, len(pool)), replace=False):
-            c = pool[i]
+        kinds = ([c for c in pool if c.layout.swap], [c for c in pool if not c.layout.swap])
+        for c in (kind[i] for kind in kinds for i in r.choice(len(kind), size=min(5, len(kind)), replace=False)):
             base = analytic(c, m, n, k, "float16", H100_SXM)
             row = inputs_of(c, m, n, k, "float16", H100_SXM, features(c, m, n, k, "float16", H100_SXM, base))
             secs[c] = base * math.exp(truth(dict(zip(TREE_INPUTS, row, strict=True))))
