@@ -264,6 +264,16 @@ def test_wave_tiles_fill_a_wave_where_the_menu_leaves_a_partial_one():
         assert seconds == predict(c, 4928, 880, 3688, "float16", H100_SXM, correction)
 
 
+def test_wave_tiles_fill_the_last_of_many_waves():
+    # 3772 x 8192 on an H200: the menu's 256 x 128 tiles make 960 tiles, 7.27 waves of 132 CTAs (the last 27% full).
+    # A wave tile of 256 x 240 on clusters of 2 (CTAs of 128 x 240) makes 525 tiles, 7.95 waves of the 66 clusters
+    tiles = wave_tiles(3772, 8192, H200)
+    assert ((256, 240, 64), Layout(2, "b", False)) in tiles
+    assert output_tiles(3772, 8192, (256, 240, 64)) == 525 and H200.resident(2) == 66
+    pool = candidates(3772, 8192, 8192, "float16", H200, "wgmma", CUDA.supports)
+    assert ((256, 240, 64), Layout(2, "b", False)) in {(c.tile, c.layout) for c in pool}  # valid for the path: ranked
+
+
 def test_selection_is_deterministic_and_keyed_by_the_target():
     a = select(1000, 3000, 2000, "float16", H100_SXM, "wgmma", CUDA.supports)
     b = select(1000, 3000, 2000, "float16", H100_SXM, "wgmma", CUDA.supports)
