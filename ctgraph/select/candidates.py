@@ -13,7 +13,8 @@ Generated from ``(m, n, k)``, the :class:`~ctgraph.target.Target` and the instru
   hide under the loads (:func:`hidden_padding`);
 - **one tile along a skinny side** (:func:`wide_enough`): on a skinny m (thin n) with a wide other side, further
   tile rows (columns) only read B (A) again; on a thin n of at most :data:`THIN` columns, only the clusters that
-  share B (:func:`thin_grid`).
+  share B (:func:`thin_grid`);
+- **no tall, wide CTA on a short K** (:func:`tall_wide`): 256 x more than 128 only past :data:`SHORT_K` K iterations.
 
 Tiles on the wgmma path (``BK = 64``):
 
@@ -70,6 +71,7 @@ __all__ = [
     "order_group",
     "ragged_rows",
     "schedules",
+    "tall_wide",
     "thin_grid",
     "tiles_for",
     "wave_layouts",
@@ -94,6 +96,7 @@ WAVE_TILE_GRIDS: tuple[tuple[int, str], ...] = ((1, "b"), (2, "b"), (2, "a"))
 WAVE_COUNTS = (1, 2)  # the whole waves the wave tiles' columns are fitted to ...
 MANY_WAVES = (3, 4, 5, 6, 7, 8)  # ... and these too for CTAs of up to MANY_WAVES_ROWS rows (see wave_tiles)
 MANY_WAVES_ROWS = 192
+SHORT_K = 10  # the K iterations up to which no CTA is tall and wide: see tall_wide
 SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
 # Schedules (transform, sk_batches) ranked for a named transform only, never for transform="auto": where the ranker
 # put them first they ran slower than its next config, on fresh shapes (train seed, never tuned or probed before),
@@ -257,6 +260,8 @@ def tiles_for(
         if not empty_cta(m, n, t, lay) or few_empty(m, n, t, lay) or (thin and thin_grid(m, n, t, lay, target))
     ]
     ok = [(t, lay) for t, lay in allowed if supports(t, dtype, lay, path)]
+    if k_iterations(k, (0, 0, BK)) <= SHORT_K:
+        ok = [(t, lay) for t, lay in ok if not tall_wide(t, lay)] or ok
     if not ok:  # no CTA grid fits without an empty CTA: the smallest one-CTA tile that the path runs
         one = [(t, lay) for t, lay in dict.fromkeys(raw) if lay.cluster == 1 and supports(t, dtype, lay, path)]
         if not one:
@@ -272,6 +277,24 @@ def tiles_for(
     if thin:  # clusters sharing B
         out = [(t, lay) for t, lay in out if thin_grid(m, n, t, lay, target)] or out
     return sorted(out)
+
+
+def tall_wide(tile: tuple[int, int, int], layout: Layout) -> bool:
+    """Whether an unswapped CTA is tall and wide: 256 rows and more than 128 columns, two 128-row wgmma blocks a
+    consumer warpgroup (``lowering.cuda.hopper.row_blocks``). Where K is at most :data:`SHORT_K` iterations these
+    are not offered: the ranker, whose tune samples hold few of them, put them first where CTAs of 128 rows (on
+    clusters of 2 and 4, or swapped) ran faster.
+
+    Measured on an H200 (2026-11-28, cuBLAS in the same run, every output checked against torch):
+
+    - 64 fresh shapes (train seed, draws 2860000-2864000) whose first config was such a CTA, against the first
+      without them, 2 interleaved rounds: 0.940x to 0.945x cuBLAS over all (faster on 31, slower on 25); on the 27
+      with ``k <= 640``, 0.939x to 0.991x (faster on 21, slower on 3); on the 37 with a longer K, 0.941x to 0.913x
+      (``docs/results/tallwide-probe-h200.csv``). ``SHORT_K`` was read off this run.
+    - The rule frozen, the 44 of 7879 new draws (2866000-2874000) whose first config it changes, 3 rounds: 0.973x
+      to 1.014x (faster on 34, slower on 7; ``docs/results/tallwide-fresh-{before,after}-h200.csv``)."""
+    grid_m, grid_n = cluster_grid(layout.cluster, layout.multicast)
+    return not layout.swap and tile[0] // grid_m == 256 and tile[1] // grid_n > 128
 
 
 def wide_enough(skinny: int, wide: int, target: Target) -> bool:

@@ -25,12 +25,14 @@ from ctgraph.select.candidates import (
     NARROW,
     PAD_LIMIT,
     PAD_SLACK,
+    SHORT_K,
     THIN,
     WAVE_COUNTS,
     empty_cta,
     few_empty,
     hidden_padding,
     offered,
+    tall_wide,
     thin_grid,
     tiles_for,
     wave_layouts,
@@ -272,6 +274,22 @@ def test_wave_tiles_fill_the_last_of_many_waves():
     assert output_tiles(3772, 8192, (256, 240, 64)) == 525 and H200.resident(2) == 66
     pool = candidates(3772, 8192, 8192, "float16", H200, "wgmma", CUDA.supports)
     assert ((256, 240, 64), Layout(2, "b", False)) in {(c.tile, c.layout) for c in pool}  # valid for the path: ranked
+
+
+@settings(max_examples=60, deadline=None)
+@given(dims, dims, st.integers(1, 64 * SHORT_K), targets)
+def test_a_short_k_offers_no_tall_wide_cta(m, n, k, target):
+    assert not any(tall_wide(t, lay) for t, lay in tiles_for(m, n, k, "float16", target, "wgmma", CUDA.supports))
+
+
+def test_tall_wide_ctas_are_offered_past_a_short_k():
+    # 2240 x 4256: 256 x 160 CTAs make 126 tiles, one wave of 132; on K = 232 (4 iterations) they ran 0.88x cuBLAS
+    # where 128-row CTAs on clusters of 2 ran 0.99x (H200, docs/results/tallwide-probe-h200.csv)
+    wide = ((256, 160, 64), Layout(1, "b", False))
+    assert tall_wide(*wide) and not tall_wide((256, 128, 64), Layout()) and not tall_wide((512, 160, 64), Layout(4))
+    assert tall_wide((512, 160, 64), Layout(2)) and tall_wide((256, 320, 64), Layout(2, "a"))
+    assert wide not in tiles_for(2240, 4256, 232, "float16", H200, "wgmma", CUDA.supports)
+    assert wide in tiles_for(2240, 4256, 64 * SHORT_K + 1, "float16", H200, "wgmma", CUDA.supports)
 
 
 def test_selection_is_deterministic_and_keyed_by_the_target():
