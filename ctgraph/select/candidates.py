@@ -280,10 +280,11 @@ def tiles_for(
 
 
 def tall_wide(tile: tuple[int, int, int], layout: Layout) -> bool:
-    """Whether an unswapped CTA is tall and wide: 256 rows and more than 128 columns, two 128-row wgmma blocks a
-    consumer warpgroup (``lowering.cuda.hopper.row_blocks``). Where K is at most :data:`SHORT_K` iterations these
-    are not offered: the ranker, whose tune samples hold few of them (28 timings with ``k <= 640``), put them first
-    where CTAs of 128 rows (on clusters of 2 and 4, or swapped) ran faster.
+    """Whether an unswapped CTA is tall and wide: 256 rows and more than 128 columns (256 x 144 and 256 x 160, which
+    the path runs as two consumer warpgroups of two 64-row blocks each, ``lowering.cuda.hopper.row_blocks``). Where
+    K is at most :data:`SHORT_K` iterations these are not offered: the ranker, whose tune samples hold few of them
+    (28 timings with ``k <= 640``), put them first where CTAs of 128 rows (on clusters of 2 and 4, or swapped) ran
+    faster.
 
     Measured on an H200 (2026-11-28, cuBLAS in the same run, every output checked against torch):
 

@@ -283,8 +283,8 @@ def test_a_short_k_offers_no_tall_wide_cta(m, n, k, target):
 
 
 def test_tall_wide_ctas_are_offered_past_a_short_k():
-    # 2240 x 4256: 256 x 160 CTAs make 126 tiles, one wave of 132; on K = 232 (4 iterations) they ran 0.88x cuBLAS
-    # where 128-row CTAs on clusters of 2 ran 0.99x (H200, docs/results/tallwide-probe-h200.csv)
+    # 2240 x 4256 x 232 (4 K iterations) on an H200: 256 x 160 CTAs ran 0.88x cuBLAS, 256 x 208 tiles on clusters of 2
+    # (CTAs of 128 x 208) 0.99x (docs/results/tallwide-probe-h200.csv)
     wide = ((256, 160, 64), Layout(1, "b", False))
     assert tall_wide(*wide) and not tall_wide((256, 128, 64), Layout()) and not tall_wide((512, 160, 64), Layout(4))
     assert tall_wide((512, 160, 64), Layout(2)) and tall_wide((256, 320, 64), Layout(2, "a"))
