@@ -126,8 +126,9 @@ def row_blocks(side_m: int, side_n: int, swap: bool, pingpong: bool, most: int =
     on corpus shapes where it leads us most (git show 688fa90:docs/bench/cublas-kernels.txt). On the H100,
     960x5168x6224 in 512 x 160 tiles on pairs of such CTAs that share B ran 0.93x cuBLAS, against 0.88x on the
     layout measured before; 8192^3, 4096^3 and three other corpus shapes ran slower on them than on their own
-    (docs/benchmarks.md). Selection offers them as one-CTA tiles of 256 rows and at most 160 columns
-    (:mod:`ctgraph.select.candidates`); a caller may ask for them (``macro_tile=(512, 160, 64), cluster=2``)."""
+    (docs/benchmarks.md). Selection offers them (one CTA of 256 x 144 or 256 x 160, or clusters of them) past a
+    short K (``ctgraph.select.candidates.tall_wide``); a caller may ask for them (``macro_tile=(512, 160, 64),
+    cluster=2``)."""
     if most == 1 or swap or pingpong or side_m % 128 or accumulators_fit(1, side_m // 64, side_n):
         return 1
     return 2 if accumulators_fit(2, side_m // 128, side_n) else 1
