@@ -260,8 +260,7 @@ def tiles_for(
         if not empty_cta(m, n, t, lay) or few_empty(m, n, t, lay) or (thin and thin_grid(m, n, t, lay, target))
     ]
     ok = [(t, lay) for t, lay in allowed if supports(t, dtype, lay, path)]
-    if k_iterations(k, (0, 0, BK)) <= SHORT_K:
-        ok = [(t, lay) for t, lay in ok if not tall_wide(t, lay)] or ok
+    ok = [(t, lay) for t, lay in ok if not (tall_wide(t, lay) and k_iterations(k, t) <= SHORT_K)] or ok
     if not ok:  # no CTA grid fits without an empty CTA: the smallest one-CTA tile that the path runs
         one = [(t, lay) for t, lay in dict.fromkeys(raw) if lay.cluster == 1 and supports(t, dtype, lay, path)]
         if not one:
@@ -294,7 +293,7 @@ def tall_wide(tile: tuple[int, int, int], layout: Layout) -> bool:
       (``docs/results/tallwide-probe-h200.csv``). ``SHORT_K`` was read off this run.
     - The rule frozen, the 44 of 7879 new draws (2866000-2874000) whose first config it changes, 3 rounds: 0.973x
       to 1.014x (faster on 34, slower on 7; ``docs/results/tallwide-fresh-{before,after}-h200.csv``)."""
-    grid_m, grid_n = cluster_grid(layout.cluster, layout.multicast)
+    grid_m, grid_n = layout.grid
     return not layout.swap and tile[0] // grid_m == 256 and tile[1] // grid_n > 128
 
 
