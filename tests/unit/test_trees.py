@@ -12,8 +12,16 @@ from ctgraph.backends import backend
 from ctgraph.select import H100_SXM, Config, Layout, candidates
 from ctgraph.select import cache as entries
 from ctgraph.select.fit import TREE_PARAMS, fit, pooled, regret
-from ctgraph.select.model import FEATURES, TREE_INPUTS, Correction, analytic, features, predict, predict_many
-from ctgraph.select.model import tree_inputs as inputs_of
+from ctgraph.select.model import (
+    FEATURES,
+    TREE_INPUTS,
+    Correction,
+    analytic,
+    features,
+    predict,
+    predict_many,
+    ranked_row,
+)
 from ctgraph.select.trees import Trees, from_lightgbm
 
 CUDA = backend("cuda")
@@ -124,8 +132,7 @@ def _synthetic(count: int, seed: int, truth) -> entries.Table:
         secs = {}
         kinds = ([c for c in pool if c.layout.swap], [c for c in pool if not c.layout.swap])
         for c in (kind[i] for kind in kinds for i in r.choice(len(kind), size=min(5, len(kind)), replace=False)):
-            base = analytic(c, m, n, k, "float16", H100_SXM)
-            row = inputs_of(c, m, n, k, "float16", H100_SXM, features(c, m, n, k, "float16", H100_SXM, base))
+            base, row = ranked_row(c, m, n, k, "float16", H100_SXM)
             secs[c] = base * math.exp(truth(dict(zip(TREE_INPUTS, row, strict=True))))
         best = min(secs, key=secs.__getitem__)
         out[entries.key(m, n, k, "float16")] = entries.Entry(best, tuple(sorted((c.name, t) for c, t in secs.items())))
@@ -173,9 +180,7 @@ def test_tree_inputs_say_which_bound_binds(m, n, k, streams):
 
     pool = candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)
     for c in pool[:: max(1, len(pool) // 8)]:
-        base = analytic(c, m, n, k, "float16", H100_SXM)
-        phi = features(c, m, n, k, "float16", H100_SXM, base)
-        x = dict(zip(TREE_INPUTS, inputs_of(c, m, n, k, "float16", H100_SXM, phi), strict=True))
+        x = dict(zip(TREE_INPUTS, ranked_row(c, m, n, k, "float16", H100_SXM)[1], strict=True))
         shares = [x[f"log_{t}_share"] for t in ("math", "l2", "hbm", "sm", "ring")]
         assert max(shares) == 0.0 and min(shares) >= math.log(TERM_FLOOR)
         assert x["streams_hbm"] == float(streams)
