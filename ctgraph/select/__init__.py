@@ -22,7 +22,7 @@ from ..counts import k_iterations, tile_counts
 from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
 from .candidates import Supports, candidates, offered, schedules
-from .model import Correction, load_correction, predict_many, user_correction_path
+from .model import Correction, load_correction, rank_keys, user_correction_path
 
 __all__ = [
     "CPU",
@@ -67,9 +67,10 @@ def rank(
 
 
 def _ranked(pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target) -> list[tuple[Config, float]]:
-    """``pool`` with the predicted seconds of each, fastest first; ties keep the pool's order."""
-    seconds = predict_many(pool, m, n, k, dtype, target, _correction(target.family))
-    return [(c, t) for t, _, c in sorted(zip(seconds, range(len(pool)), pool, strict=True))]
+    """``pool`` with the predicted seconds of each, fastest first (ordered before the shape's level scales them:
+    the level moves no choice); ties keep the pool's order."""
+    keys, level = rank_keys(pool, m, n, k, dtype, target, _correction(target.family))
+    return [(c, t * level) for t, _, c in sorted(zip(keys, range(len(pool)), pool, strict=True))]
 
 
 def _correction(family: str) -> Correction:

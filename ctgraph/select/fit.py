@@ -27,6 +27,13 @@ Their count is chosen from :data:`TREE_COUNTS` by the validation regret, as stor
 linear part alone) included, so a sample too small for trees gets none. The trees are stored as data beside
 ``w`` (:mod:`ctgraph.select.trees`); only the fit needs LightGBM.
 
+**Level.** Taking each shape's mean out leaves the level of a shape's predictions free, and the trees' leaves move
+it with the shape. A last ridge, on the shapes alone, fits it (:func:`_level`): per train shape the mean of what
+the correction leaves, ``r = mean_shape(y - w . phi - trees(x))``, on ``psi(shape)``
+(:data:`~ctgraph.select.model.LEVEL_INPUTS`; the bias not penalised), its lambda of :data:`LAMBDAS` the least
+mean square of ``r`` on the validation shapes. It is the same for every config of a shape, so it moves no
+choice; it makes the predicted seconds seconds (:attr:`Fit.validation_spread`).
+
 Several devices of one family (an H100 and an H200) fit one correction together (:func:`pooled`): each table's rows
 get the analytic seconds and features of its own device, and its shapes are keyed by device, so the fixed effect and
 the regret stay per device and shape.
@@ -37,14 +44,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..config import Config, Layout
 from ..target import Target, known_target
 from .cache import Table
-from .model import FEATURES, TREE_INPUTS, Correction, ranked_row
+from .model import FEATURES, LEVEL_INPUTS, TREE_INPUTS, Correction, level_inputs, ranked_row
 from .trees import Trees, from_lightgbm
 
 __all__ = [
@@ -59,6 +66,7 @@ __all__ = [
     "pooled",
     "regret",
     "samples",
+    "spread",
     "table_regret",
 ]
 
@@ -194,6 +202,48 @@ def _boost(rows_t: list, rows_v: list, weights: np.ndarray) -> tuple[Trees | Non
     return trees, loss
 
 
+def _level(rows_t: list, rows_v: list, correction: Correction) -> tuple[float, ...]:
+    """The level's weights ``v`` (module): ridge of each train shape's mean log residual under ``correction`` on
+    its ``psi``, the lambda of :data:`LAMBDAS` with the least mean square residual on the validation shapes (ties:
+    the first), rounded as stored."""
+
+    def shapes(rows: list) -> tuple[np.ndarray, np.ndarray]:
+        """Each shape's psi and its mean log residual."""
+        left, groups = _left(rows, correction), list(_groups(rows).values())
+        return np.array([level_inputs(rows[i[0]][2]) for i in groups]), np.array([left[i].mean() for i in groups])
+
+    (X, y), (Xv, yv) = shapes(rows_t), shapes(rows_v)
+    penalty = np.diag([0.0] + [1.0] * (len(LEVEL_INPUTS) - 1))  # the bias is not shrunk
+    jitter = 1e-6 * np.eye(len(LEVEL_INPUTS))
+    fits = [np.linalg.solve(X.T @ X + lam * penalty + jitter, X.T @ y) for lam in LAMBDAS]
+    v = min(fits, key=lambda v: float(np.mean((yv - Xv @ v) ** 2)))
+    return tuple(round(float(x), 6) + 0.0 for x in v)
+
+
+def _left(rows: list, correction: Correction) -> np.ndarray:
+    """``log(measured / (analytic x correction))`` of each row, the level left out."""
+    return np.log([r[4] for r in rows]) - _log_ranked(rows, correction)
+
+
+def _log_ranked(rows: list, correction: Correction) -> np.ndarray:
+    """``log(analytic x correction)`` of each row: what the ranker orders a shape's configs by."""
+    return np.log([r[3] for r in rows]) + correction.log_factors(np.array([r[2] for r in rows]))
+
+
+def spread(rows: list, correction: Correction) -> tuple[float, float]:
+    """The p10 and p90 over shapes of measured / predicted seconds (the level included) of the config
+    ``correction`` ranks first."""
+    ranked, left = _log_ranked(rows, correction), _left(rows, correction)
+    logs = []
+    for idx in _groups(rows).values():
+        first = idx[int(np.argmin(ranked[idx]))]
+        logs.append(left[first] - math.log(correction.level_factor(rows[first][2])))
+    if not logs:
+        return math.nan, math.nan
+    p10, p90 = np.percentile(logs, [10, 90])
+    return math.exp(p10), math.exp(p90)
+
+
 def table_regret(table: Table, correction: Correction) -> tuple[int, float, float, int]:
     """``correction`` on one table, read on its device's known target: the shapes, the regret (geomean) of its
     linear part alone and of the whole, and how many shapes the whole ranks above 1.10."""
@@ -213,6 +263,7 @@ class Fit:
     rows: int
     trees: int = 0  # the trees' count (0: the linear part alone)
     validation_regret_linear: float = math.nan  # the linear part's alone
+    validation_spread: tuple[float, float] = (math.nan, math.nan)  # measured / predicted, p10 and p90 (:func:`spread`)
 
 
 def _read_on(tables: Table | Sequence[Table], target: Target) -> list[tuple[Table, Target]]:
@@ -277,9 +328,9 @@ def fit(
         ("device", ", ".join(dict.fromkeys(own.name for t in (train, validation) for _, own in _read_on(t, target)))),
         ("trees", str(len(trees) if trees else 0)),
     )
-    correction = Correction(
-        target.family, tuple(float(x) for x in w), kernel_hash() if kernels is None else kernels, FEATURES, meta, trees
-    )
+    hashed = kernel_hash() if kernels is None else kernels
+    correction = Correction(target.family, tuple(float(x) for x in w), hashed, FEATURES, meta, trees)
+    correction = replace(correction, level=_level(rows_t, rows_v, correction))
     return Fit(
         correction,
         lam,
@@ -289,4 +340,5 @@ def fit(
         len(rows_t),
         len(trees) if trees else 0,
         math.exp(mean),
+        spread(rows_v, correction),
     )

@@ -59,10 +59,24 @@ plus a launch. **Correction** (:class:`Correction`): ``log(measured / analytic) 
 the trees (:mod:`ctgraph.select.trees`) on what ``w`` leaves, ``x`` the features and the shape
 (:func:`tree_inputs`; :mod:`ctgraph.select.fit`), stored as JSON per device family together with a hash of the
 kernel sources it timed.
+
 Most features are the analytic terms' pieces; ``swap_one_warpgroup`` (a swapped CTA of one math warpgroup, not in a
 cluster) is empirical: such CTAs ran 5-9% faster than predicted on small m and mid-sized layers, where the ring term
 makes the analytic model flat (H200 sample: validation regret 1.037 -> 1.036, a held-out probe 1.067 -> 1.040;
 docs/selection.md).
+
+**Level** (:attr:`Correction.level`). The fit takes each shape's mean out (only the order of a shape's configs
+counts), so ``analytic x correction`` is right in order but not in level: the trees' leaves carry offsets that vary
+with the shape, and on the tune tables measured / predicted ran 0.68 to 1.55 (p10 to p90 of the ranked-first
+config). A last fitted factor, the same for every config of a shape, sets the level::
+
+    predicted seconds = analytic x exp(w . phi + trees(x)) x exp(v . psi(shape))
+    psi = (1, log m, log n, log k, (log m)^2, (log n)^2, (log k)^2, log((m + n) k s / L2))
+
+``v`` by ridge on each train shape's mean log residual (:mod:`ctgraph.select.fit`). The ranker orders a shape's
+configs without it (:func:`rank_keys`), so no choice depends on it; it makes the seconds in ``kern.selection.ranked``
+predictions of the kernel's time: measured / predicted 0.89 to 1.12 on the validation tables and 0.88 to 1.09 on
+the held-out test set (p10 to p90 of the ranked-first config; docs/selection.md).
 """
 
 from __future__ import annotations
@@ -95,13 +109,16 @@ from .trees import Trees
 
 __all__ = [
     "FEATURES",
+    "LEVEL_INPUTS",
     "TREE_INPUTS",
     "Correction",
     "analytic",
     "features",
+    "level_inputs",
     "load_correction",
     "predict",
     "predict_many",
+    "rank_keys",
     "ranked_row",
     "tree_inputs",
     "user_correction_path",
@@ -179,6 +196,8 @@ TREE_INPUTS = (
     "streams_hbm",
     "log_footprint_l2",
 )
+# psi of a shape's level (:attr:`Correction.level`), read off any of its configs' tree inputs
+LEVEL_INPUTS = ("bias", "log_m", "log_n", "log_k", "log_m_sq", "log_n_sq", "log_k_sq", "log_footprint_l2")
 TERM_FLOOR = 1e-6  # a term's share of the binding one, at least (the HBM term is 0 where A and B stay in the L2)
 
 
@@ -368,10 +387,13 @@ class Correction:
     names: tuple[str, ...] = FEATURES
     meta: tuple[tuple[str, str], ...] = ()
     trees: Trees | None = None
+    level: tuple[float, ...] = field(default=(0.0,) * len(LEVEL_INPUTS))  # v of the module's level (0: none)
 
     def __post_init__(self) -> None:
         if tuple(self.names) != FEATURES or len(self.weights) != len(FEATURES):
             raise ValueError(f"a correction's features must be {FEATURES}, got {self.names}")
+        if len(self.level) != len(LEVEL_INPUTS):
+            raise ValueError(f"a correction's level has one weight per {LEVEL_INPUTS}, got {len(self.level)}")
         if self.trees is not None and self.trees.inputs != TREE_INPUTS:
             raise ValueError(
                 f"a correction's trees must read {TREE_INPUTS}, got {self.trees.inputs}: refit it "
@@ -390,11 +412,16 @@ class Correction:
             linear += w * rows[:, i]
         return linear + self.trees.predict(rows) if self.trees else linear
 
+    def level_factor(self, row: list[float]) -> float:
+        """The shape's level, ``exp(v . psi)``, from any of its configs' :func:`tree_inputs` ``row``."""
+        return math.exp(sum(v * x for v, x in zip(self.level, level_inputs(row), strict=True)))
+
     def to_json(self) -> str:
         body = {
             "family": self.family,
             "kernels": self.kernels,
             "features": dict(zip(self.names, self.weights, strict=True)),
+            "level": dict(zip(LEVEL_INPUTS, self.level, strict=True)),
             "meta": dict(self.meta),
         }
         text = json.dumps(body, indent=1, sort_keys=True)
@@ -406,6 +433,7 @@ class Correction:
     def from_json(cls, text: str) -> Correction:
         d = json.loads(text)
         weights = tuple(float(d["features"].get(name, 0.0)) for name in FEATURES)
+        level = tuple(float(d.get("level", {}).get(name, 0.0)) for name in LEVEL_INPUTS)  # none before the level
         trees = Trees.from_dict(d["trees"]) if d.get("trees") else None
         if trees is not None and trees.inputs != TREE_INPUTS:  # a fit by another version: rank without its trees
             warnings.warn(
@@ -414,9 +442,8 @@ class Correction:
                 stacklevel=2,
             )
             trees = None
-        return cls(
-            d["family"], weights, d.get("kernels", ""), FEATURES, tuple(sorted(d.get("meta", {}).items())), trees
-        )
+        meta = tuple(sorted(d.get("meta", {}).items()))
+        return cls(d["family"], weights, d.get("kernels", ""), FEATURES, meta, trees, level)
 
     @property
     def digest(self) -> str:
@@ -442,7 +469,7 @@ def load_correction(family: str, path: str | None = None) -> Correction:
 
 
 def predict(c: Config, m: int, n: int, k: int, dtype: str, target: Target, correction: Correction) -> float:
-    """Ranked seconds of ``c``: analytic times the fitted correction."""
+    """Predicted seconds of ``c``: analytic times the fitted correction and the shape's level."""
     return predict_many([c], m, n, k, dtype, target, correction)[0]
 
 
@@ -450,10 +477,26 @@ def predict_many(
     configs: list[Config], m: int, n: int, k: int, dtype: str, target: Target, correction: Correction
 ) -> list[float]:
     """:func:`predict` of each of ``configs``, the correction evaluated once for all of them."""
+    keys, level = rank_keys(configs, m, n, k, dtype, target, correction)
+    return [t * level for t in keys]
+
+
+def rank_keys(
+    configs: list[Config], m: int, n: int, k: int, dtype: str, target: Target, correction: Correction
+) -> tuple[list[float], float]:
+    """What the ranker orders ``configs`` by, ``analytic x correction`` (right in order, not in level), and the
+    shape's level factor that makes them predicted seconds (:meth:`Correction.level_factor`; 1.0 for no configs)."""
     if not configs:
-        return []
+        return [], 1.0
     base, rows = zip(*(ranked_row(c, m, n, k, dtype, target) for c in configs), strict=True)
-    return [b * math.exp(x) for b, x in zip(base, correction.log_factors(np.array(rows)).tolist(), strict=True)]
+    logs = correction.log_factors(np.array(rows)).tolist()
+    return [b * math.exp(x) for b, x in zip(base, logs, strict=True)], correction.level_factor(rows[0])
+
+
+def level_inputs(row: list[float]) -> list[float]:
+    """``psi`` of :data:`LEVEL_INPUTS`: the shape's part of a config's :func:`tree_inputs` ``row``."""
+    lm, ln, lk, footprint = (row[TREE_INPUTS.index(x)] for x in ("log_m", "log_n", "log_k", "log_footprint_l2"))
+    return [1.0, lm, ln, lk, lm * lm, ln * ln, lk * lk, footprint]
 
 
 def ranked_row(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> tuple[float, list[float]]:
