@@ -29,7 +29,8 @@ linear part alone) included, so a sample too small for trees gets none. The tree
 
 **Level.** Taking each shape's mean out leaves the level of a shape's predictions free, and the trees' leaves move
 it with the shape. A last ridge, on the shapes alone, fits it (:func:`_level`): per train shape the mean of what
-the correction leaves, ``r = mean_shape(y - w . phi - trees(x))``, on ``psi(shape)``
+the correction leaves, plus the correction of the shape's reference config (:func:`~.model.reference_row`),
+``r = mean_shape(y - w . phi - trees(x)) + (w . phi + trees(x))_reference``, on ``psi(shape)``
 (:data:`~ctgraph.select.model.LEVEL_INPUTS`; the bias not penalised), its lambda of :data:`LAMBDAS` the least
 mean square of ``r`` on the validation shapes. It is the same for every config of a shape, so it moves no
 choice; it makes the predicted seconds seconds (:attr:`Fit.validation_spread`).
@@ -51,7 +52,7 @@ import numpy as np
 from ..config import Config, Layout
 from ..target import Target, known_target
 from .cache import Table
-from .model import FEATURES, LEVEL_INPUTS, TREE_INPUTS, Correction, level_inputs, ranked_row
+from .model import FEATURES, LEVEL_INPUTS, TREE_INPUTS, Correction, level_inputs, ranked_row, reference_row
 from .trees import Trees, from_lightgbm
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "is_current",
     "kernel_hash",
     "pooled",
+    "references",
     "regret",
     "samples",
     "spread",
@@ -202,15 +204,19 @@ def _boost(rows_t: list, rows_v: list, weights: np.ndarray) -> tuple[Trees | Non
     return trees, loss
 
 
-def _level(rows_t: list, rows_v: list, correction: Correction) -> tuple[float, ...]:
-    """The level's weights ``v`` (module): ridge of each train shape's mean log residual under ``correction`` on
-    its ``psi``, the lambda of :data:`LAMBDAS` with the least mean square residual on the validation shapes (ties:
-    the first), rounded as stored."""
+def _level(rows_t: list, rows_v: list, correction: Correction, references: dict[str, list[float]]) -> tuple[float, ...]:
+    """The level's weights ``v`` (module): ridge of each train shape's mean log residual under ``correction``, its
+    reference config's correction added back, on its ``psi``; the lambda of :data:`LAMBDAS` with the least mean
+    square residual on the validation shapes (ties: the first), rounded as stored. ``references``: each shape's
+    :func:`~.model.reference_row` by its key in the rows."""
 
     def shapes(rows: list) -> tuple[np.ndarray, np.ndarray]:
-        """Each shape's psi and its mean log residual."""
-        left, groups = _left(rows, correction), list(_groups(rows).values())
-        return np.array([level_inputs(rows[i[0]][2]) for i in groups]), np.array([left[i].mean() for i in groups])
+        """Each shape's psi and its level's log."""
+        left, groups = _left(rows, correction), _groups(rows)
+        refs = [references[key] for key in groups]
+        back = correction.log_factors(np.array(refs))
+        y = [left[idx].mean() + b for idx, b in zip(groups.values(), back, strict=True)]
+        return np.array([level_inputs(r) for r in refs]), np.array(y)
 
     (X, y), (Xv, yv) = shapes(rows_t), shapes(rows_v)
     penalty = np.diag([0.0] + [1.0] * (len(LEVEL_INPUTS) - 1))  # the bias is not shrunk
@@ -230,18 +236,27 @@ def _log_ranked(rows: list, correction: Correction) -> np.ndarray:
     return np.log([r[3] for r in rows]) + correction.log_factors(np.array([r[2] for r in rows]))
 
 
-def spread(rows: list, correction: Correction) -> tuple[float, float]:
+def spread(rows: list, correction: Correction, references: dict[str, list[float]]) -> tuple[float, float]:
     """The p10 and p90 over shapes of measured / predicted seconds (the level included) of the config
-    ``correction`` ranks first."""
+    ``correction`` ranks first; ``references`` as for :func:`_level`."""
     ranked, left = _log_ranked(rows, correction), _left(rows, correction)
     logs = []
-    for idx in _groups(rows).values():
+    for key, idx in _groups(rows).items():
         first = idx[int(np.argmin(ranked[idx]))]
-        logs.append(left[first] - math.log(correction.level_factor(rows[first][2])))
+        logs.append(left[first] - correction.log_level(references[key]))
     if not logs:
         return math.nan, math.nan
     p10, p90 = np.percentile(logs, [10, 90])
     return math.exp(p10), math.exp(p90)
+
+
+def references(tables: Table | Sequence[Table], target: Target) -> dict[str, list[float]]:
+    """Each shape's :func:`~.model.reference_row` on the target it is read on, keyed as :func:`pooled` keys its
+    rows."""
+    read = _read_on(tables, target)
+    return {
+        _pooled_key(t, key, len(read) > 1): reference_row(*_shape(key), own) for t, own in read for key in t.entries
+    }
 
 
 def table_regret(table: Table, correction: Correction) -> tuple[int, float, float, int]:
@@ -293,9 +308,16 @@ def pooled(tables: Table | Sequence[Table], target: Target) -> list[tuple[str, C
     device's target (:func:`_read_on`), its shapes keyed by device as well, so that a shape timed on two devices is
     two shapes to rank."""
     read = _read_on(tables, target)
-    if len(read) == 1:
-        return samples(*read[0])
-    return [(f"{t.device}:{key}", c, phi, base, secs) for t, own in read for key, c, phi, base, secs in samples(t, own)]
+    return [
+        (_pooled_key(t, key, len(read) > 1), c, phi, base, secs)
+        for t, own in read
+        for key, c, phi, base, secs in samples(t, own)
+    ]
+
+
+def _pooled_key(table: Table, key: str, several: bool) -> str:
+    """A shape's key among several tables' rows: its device's name first (one table: the key)."""
+    return f"{table.device}:{key}" if several else key
 
 
 def fit(
@@ -330,7 +352,8 @@ def fit(
     )
     hashed = kernel_hash() if kernels is None else kernels
     correction = Correction(target.family, tuple(float(x) for x in w), hashed, FEATURES, meta, trees)
-    correction = replace(correction, level=_level(rows_t, rows_v, correction))
+    refs = references(train, target) | references(validation, target)
+    correction = replace(correction, level=_level(rows_t, rows_v, correction, refs))
     return Fit(
         correction,
         lam,
@@ -340,5 +363,5 @@ def fit(
         len(rows_t),
         len(trees) if trees else 0,
         math.exp(mean),
-        spread(rows_v, correction),
+        spread(rows_v, correction, refs),
     )

@@ -68,15 +68,18 @@ docs/selection.md).
 **Level** (:attr:`Correction.level`). The fit takes each shape's mean out (only the order of a shape's configs
 counts), so ``analytic x correction`` is right in order but not in level: the trees' leaves carry offsets that vary
 with the shape, and on the tune tables measured / predicted ran 0.68 to 1.55 (p10 to p90 of the ranked-first
-config). A last fitted factor, the same for every config of a shape, sets the level::
+config). A last factor, the same for every config of a shape, sets the level: it takes out the correction of a
+reference config on the shape (128 x 256 data-parallel on every SM: :func:`reference_row`), which ties the level to
+the analytic model, and puts back a fitted one that is linear in the shape::
 
-    predicted seconds = analytic x exp(w . phi + trees(x)) x exp(v . psi(shape))
-    psi = (1, log m, log n, log k, (log m)^2, (log n)^2, (log k)^2, log((m + n) k s / L2))
+    predicted seconds = analytic x exp(w . phi + trees(x)) x exp(v . psi - (w . phi + trees(x))_reference)
+    psi = (1, log m, log n, log k, log((m + n) k s / L2))
 
-``v`` by ridge on each train shape's mean log residual (:mod:`ctgraph.select.fit`). The ranker orders a shape's
-configs without it (:func:`rank_keys`), so no choice depends on it; it makes the seconds in ``kern.selection.ranked``
-predictions of the kernel's time: measured / predicted 0.89 to 1.12 on the validation tables and 0.88 to 1.09 on
-the held-out test set (p10 to p90 of the ranked-first config; docs/selection.md).
+``v`` by ridge on each train shape's mean log residual (:mod:`ctgraph.select.fit`). Tied to the analytic model, a
+shape far past the sample is priced as the analytic model scales (16384^3 at 10 ms, 32768^3 at 86 ms on an H200),
+not below its FLOPs at peak. The ranker orders a shape's configs without the level (:func:`rank_keys`), so no
+choice depends on it; it makes the seconds in ``kern.selection.ranked`` predictions of the kernel's time (measured
+/ predicted on the held-out sets: docs/selection.md). A correction without a fitted level prices as before.
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import knobs
-from ..config import Config
+from ..config import Config, Layout
 from ..counts import (
     in_step,
     itemsize,
@@ -110,6 +113,7 @@ from .trees import Trees
 __all__ = [
     "FEATURES",
     "LEVEL_INPUTS",
+    "LEVEL_REFERENCE",
     "TREE_INPUTS",
     "Correction",
     "analytic",
@@ -120,6 +124,7 @@ __all__ = [
     "predict_many",
     "rank_keys",
     "ranked_row",
+    "reference_row",
     "tree_inputs",
     "user_correction_path",
 ]
@@ -196,8 +201,9 @@ TREE_INPUTS = (
     "streams_hbm",
     "log_footprint_l2",
 )
-# psi of a shape's level (:attr:`Correction.level`), read off any of its configs' tree inputs
-LEVEL_INPUTS = ("bias", "log_m", "log_n", "log_k", "log_m_sq", "log_n_sq", "log_k_sq", "log_footprint_l2")
+# psi of a shape's level (:attr:`Correction.level`), read off its reference row (:func:`reference_row`)
+LEVEL_INPUTS = ("bias", "log_m", "log_n", "log_k", "log_footprint_l2")
+LEVEL_REFERENCE = ((128, 256, 64), Layout(), "dataparallel")  # tile, layout, transform; on every SM
 TERM_FLOOR = 1e-6  # a term's share of the binding one, at least (the HBM term is 0 where A and B stay in the L2)
 
 
@@ -412,9 +418,13 @@ class Correction:
             linear += w * rows[:, i]
         return linear + self.trees.predict(rows) if self.trees else linear
 
-    def level_factor(self, row: list[float]) -> float:
-        """The shape's level, ``exp(v . psi)``, from any of its configs' :func:`tree_inputs` ``row``."""
-        return math.exp(sum(v * x for v, x in zip(self.level, level_inputs(row), strict=True)))
+    def log_level(self, reference: list[float]) -> float:
+        """``log`` of the shape's level factor (module), from its :func:`reference_row`: ``v . psi`` less the
+        correction of the reference config; 0 where no level is fitted."""
+        if not any(self.level):
+            return 0.0
+        fitted = sum(v * x for v, x in zip(self.level, level_inputs(reference), strict=True))
+        return fitted - float(self.log_factors(np.array([reference]))[0])
 
     def to_json(self) -> str:
         body = {
@@ -485,18 +495,25 @@ def rank_keys(
     configs: list[Config], m: int, n: int, k: int, dtype: str, target: Target, correction: Correction
 ) -> tuple[list[float], float]:
     """What the ranker orders ``configs`` by, ``analytic x correction`` (right in order, not in level), and the
-    shape's level factor that makes them predicted seconds (:meth:`Correction.level_factor`; 1.0 for no configs)."""
+    shape's level factor that makes them predicted seconds (:meth:`Correction.log_level`)."""
+    level = math.exp(correction.log_level(reference_row(m, n, k, dtype, target))) if any(correction.level) else 1.0
     if not configs:
-        return [], 1.0
+        return [], level
     base, rows = zip(*(ranked_row(c, m, n, k, dtype, target) for c in configs), strict=True)
     logs = correction.log_factors(np.array(rows)).tolist()
-    return [b * math.exp(x) for b, x in zip(base, logs, strict=True)], correction.level_factor(rows[0])
+    return [b * math.exp(x) for b, x in zip(base, logs, strict=True)], level
+
+
+def reference_row(m: int, n: int, k: int, dtype: str, target: Target) -> list[float]:
+    """The :func:`tree_inputs` of the level's reference config on this shape (:data:`LEVEL_REFERENCE` on
+    ``target.sms`` workgroups): what ties a shape's level to the analytic model."""
+    tile, layout, transform = LEVEL_REFERENCE
+    return ranked_row(Config(tile, layout, transform, target.sms), m, n, k, dtype, target)[1]
 
 
 def level_inputs(row: list[float]) -> list[float]:
     """``psi`` of :data:`LEVEL_INPUTS`: the shape's part of a config's :func:`tree_inputs` ``row``."""
-    lm, ln, lk, footprint = (row[TREE_INPUTS.index(x)] for x in ("log_m", "log_n", "log_k", "log_footprint_l2"))
-    return [1.0, lm, ln, lk, lm * lm, ln * ln, lk * lk, footprint]
+    return [1.0, *(row[TREE_INPUTS.index(x)] for x in ("log_m", "log_n", "log_k", "log_footprint_l2"))]
 
 
 def ranked_row(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> tuple[float, list[float]]:

@@ -1,5 +1,5 @@
-"""The ranker's level: a factor per shape, fitted on what the correction leaves of each shape's mean, that makes its
-prices seconds and moves no choice."""
+"""The ranker's level: a factor per shape, tied to the analytic model by a reference config and fitted on what the
+correction leaves of each shape's mean, that makes its prices seconds and moves no choice."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import ctgraph.select as selection
 from ctgraph.backends import backend
 from ctgraph.select import H100_SXM, H200, Config, candidates, rank
 from ctgraph.select import cache as entries
-from ctgraph.select.fit import fit, pooled, spread
+from ctgraph.select.fit import fit, pooled, references, spread
 from ctgraph.select.model import (
     FEATURES,
     LEVEL_INPUTS,
@@ -27,19 +27,26 @@ from ctgraph.select.model import (
     predict_many,
     rank_keys,
     ranked_row,
+    reference_row,
 )
 
 CUDA = backend("cuda")
 SHAPES = [(128, 4096, 4096), (5382, 1600, 6400), (24, 5016, 584), (624, 680, 45080), (8192, 8192, 8192)]
-TRUE_LEVEL = dict(bias=0.3, log_m=0.05, log_n=-0.04, log_k_sq=0.01, log_footprint_l2=-0.1)
+TRUE_LEVEL = dict(bias=0.3, log_m=0.05, log_n=-0.04, log_k=0.02, log_footprint_l2=-0.1)
 
 
-def _psi_dot(v: dict[str, float], row: list[float]) -> float:
-    return sum(v.get(name, 0.0) * x for name, x in zip(LEVEL_INPUTS, level_inputs(row), strict=True))
+def _psi_dot(v: dict[str, float], reference: list[float]) -> float:
+    return sum(v.get(name, 0.0) * x for name, x in zip(LEVEL_INPUTS, level_inputs(reference), strict=True))
 
 
 def _levelled(correction: Correction) -> Correction:
     return dataclasses.replace(correction, level=tuple(TRUE_LEVEL.get(name, 0.0) for name in LEVEL_INPUTS))
+
+
+def _log_level(correction: Correction, m: int, n: int, k: int, target) -> float:
+    """What the level should be: ``v . psi`` less the reference config's correction (its trees included)."""
+    reference = reference_row(m, n, k, "float16", target)
+    return _psi_dot(TRUE_LEVEL, reference) - float(correction.log_factors(np.array([reference]))[0])
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -51,31 +58,29 @@ def test_the_level_moves_no_choice_and_scales_every_price_alike(monkeypatch, sha
     monkeypatch.setattr(selection, "_correction", lambda family: _levelled(flat))
     after = rank(m, n, k, "float16", H200, "wgmma", CUDA.supports)
     assert [c for c, _ in after] == [c for c, _ in before]
-    factor = math.exp(_psi_dot(TRUE_LEVEL, ranked_row(before[0][0], m, n, k, "float16", H200)[1]))
+    factor = math.exp(_log_level(flat, m, n, k, H200))
     assert all(t == pytest.approx(s * factor, rel=1e-12) for (_, s), (_, t) in zip(before, after, strict=True))
     keys, level = rank_keys([c for c, _ in before], m, n, k, "float16", H200, _levelled(flat))
     assert level == pytest.approx(factor, rel=1e-12) and keys == [s for _, s in before]
-    assert (
-        predict_many([], m, n, k, "float16", H200, flat) == [] and rank_keys([], m, n, k, "float16", H200, flat)[1] == 1
-    )
+    assert predict_many([], m, n, k, "float16", H200, flat) == []
+    assert rank_keys([], m, n, k, "float16", H200, flat)[1] == 1.0  # no level fitted: prices as before
 
 
 def test_level_inputs_are_the_shapes_alone():
-    """Every config of a shape reads the same psi; psi follows the shape and the device's L2."""
+    """Every config of a shape reads the same psi, its reference row's; psi follows the shape and the device's L2."""
     m, n, k = 5382, 1600, 6400
     pool = candidates(m, n, k, "float16", H200, "wgmma", CUDA.supports)[:20]
     psis = {tuple(level_inputs(ranked_row(c, m, n, k, "float16", H200)[1])) for c in pool}
-    assert len(psis) == 1
+    assert psis == {tuple(level_inputs(reference_row(m, n, k, "float16", H200)))}
     (psi,) = psis
-    lm, ln, lk = math.log(m), math.log(n), math.log(k)
-    assert psi == pytest.approx((1.0, lm, ln, lk, lm * lm, ln * ln, lk * lk, math.log((m + n) * k * 2 / H200.l2_bytes)))
-    other = level_inputs(ranked_row(pool[0], m, n, k, "float16", H100_SXM)[1])
+    footprint = math.log((m + n) * k * 2 / H200.l2_bytes)
+    assert psi == pytest.approx((1.0, math.log(m), math.log(n), math.log(k), footprint))
+    other = level_inputs(reference_row(m, n, k, "float16", H100_SXM))
     assert other[-1] == pytest.approx(math.log((m + n) * k * 2 / H100_SXM.l2_bytes)) and other[:-1] == list(psi[:-1])
 
 
 def test_a_correction_reads_and_writes_its_level_and_one_without_reads_as_before():
-    shipped = load_correction("sm90")
-    c = _levelled(shipped)
+    c = _levelled(load_correction("sm90"))
     assert Correction.from_json(c.to_json()) == c
     body = json.loads(c.to_json())
     assert body["level"] == {name: TRUE_LEVEL.get(name, 0.0) for name in LEVEL_INPUTS}
@@ -87,24 +92,35 @@ def test_a_correction_reads_and_writes_its_level_and_one_without_reads_as_before
     unlevelled = base * math.exp(float(old.log_factors(np.array([row]))[0]))
     assert predict(cfg, 2048, 2048, 2048, "float16", H100_SXM, old) == unlevelled
     assert predict(cfg, 2048, 2048, 2048, "float16", H100_SXM, c) == pytest.approx(
-        unlevelled * math.exp(_psi_dot(TRUE_LEVEL, row)), rel=1e-12
+        unlevelled * math.exp(_log_level(c, 2048, 2048, 2048, H100_SXM)), rel=1e-12
     )
     with pytest.raises(ValueError, match="one weight per"):
         Correction("sm90", level=(1.0,))
 
 
+def test_the_shipped_level_prices_a_shape_past_the_sample_as_the_analytic_model_scales():
+    """Tied to the analytic model, the price of the first config of a cube far past the sample (at most 16384 on a
+    side) grows with its FLOPs and stays above them at the device's peak."""
+    prices = {}
+    for side in (4096, 8192, 16384, 32768, 65536):
+        first, seconds = rank(side, side, side, "float16", H200, "wgmma", CUDA.supports)[0]
+        prices[side] = seconds
+        assert seconds > 2 * side**3 / H200.tensor_flops, (side, first.name)
+    assert all(6 < prices[2 * s] / prices[s] < 16 for s in (4096, 8192, 16384, 32768))  # 8x the work
+
+
 def _table(shapes: list[tuple[int, int, int]], level: dict[str, float]) -> entries.Table:
     """An H100's tune table timed as the analytic model times a known correction (swap 0.4, Stream-K 0.5) and
-    ``level``'s factor per shape."""
+    ``level``'s factor on each shape's psi."""
     true = np.zeros(len(FEATURES))
     true[FEATURES.index("swap")], true[FEATURES.index("streamk")] = 0.4, 0.5
     out = {}
     for m, n, k in shapes:
+        shape_level = _psi_dot(level, reference_row(m, n, k, "float16", H100_SXM))
         secs = {}
         for c in candidates(m, n, k, "float16", H100_SXM, "wgmma", CUDA.supports)[:8]:
-            base, row = ranked_row(c, m, n, k, "float16", H100_SXM)
             phi = features(c, m, n, k, "float16", H100_SXM, analytic(c, m, n, k, "float16", H100_SXM))
-            secs[c.name] = base * math.exp(float(np.dot(true, phi)) + _psi_dot(level, row))
+            secs[c.name] = analytic(c, m, n, k, "float16", H100_SXM) * math.exp(float(np.dot(true, phi)) + shape_level)
         best = min(secs, key=secs.__getitem__)
         out[entries.key(m, n, k, "float16")] = entries.Entry(Config.parse(best), tuple(sorted(secs.items())))
     return entries.Table(H100_SXM.name, out)
@@ -112,9 +128,11 @@ def _table(shapes: list[tuple[int, int, int]], level: dict[str, float]) -> entri
 
 def _draw(count: int, seed: int) -> list[tuple[int, int, int]]:
     r = np.random.default_rng(seed)
-    return [
-        tuple(int(8 * round(np.exp(r.uniform(np.log(64), np.log(6000))) / 8)) for _ in range(3)) for _ in range(count)
-    ]
+
+    def side() -> int:
+        return int(8 * round(np.exp(r.uniform(np.log(64), np.log(6000))) / 8))
+
+    return [(side(), side(), side()) for _ in range(count)]
 
 
 def test_a_fit_prices_each_shape_in_seconds():
@@ -128,6 +146,6 @@ def test_a_fit_prices_each_shape_in_seconds():
     p10, p90 = f.validation_spread
     assert 0.95 < p10 <= p90 < 1.05, f.validation_spread
     flat = dataclasses.replace(f.correction, level=(0.0,) * len(LEVEL_INPUTS))
-    p10, p90 = spread(pooled(validation, H100_SXM), flat)
+    p10, p90 = spread(pooled(validation, H100_SXM), flat, references(validation, H100_SXM))
     assert p10 < 0.85 and p90 > 1.1  # the shapes' factors left in
-    assert spread([], flat) == (pytest.approx(math.nan, nan_ok=True),) * 2
+    assert spread([], flat, {}) == (pytest.approx(math.nan, nan_ok=True),) * 2
