@@ -128,6 +128,7 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         "setup_s": round(setup, 2),
         "close": ok,
         "regret": math.nan,
+        "predicted_us": predicted_us(kern.selection),
     }
     if regret:
         from ctgraph.api import compile_config
@@ -184,6 +185,7 @@ FIELDS = (
     "setup_s",
     "close",
     "regret",
+    "predicted_us",
 )
 
 
@@ -199,15 +201,25 @@ def read(path: Path) -> list[dict[str, Any]]:
     with open(path) as f:
         rows = list(csv.DictReader(f))
     for r in rows:
-        for key in ("kernel_ratio", "call_ratio", "regret"):
-            r[key] = float(r.get(key) or "nan")
+        for key in ("kernel_ratio", "call_ratio", "regret", "ours_us", "predicted_us"):
+            r[key] = float(r.get(key) or "nan")  # NOTE: runs before the ranker's level wrote no predicted_us
     return rows
+
+
+def predicted_us(selection: Any) -> float:
+    """The ranker's price of the chosen config, in microseconds: its predicted seconds among the candidates the
+    ranker kept (``selection.ranked``); nan where it is not among them (a measured entry the ranker ranks lower)."""
+    if selection is None:
+        return math.nan
+    return next((t * 1e6 for c, t in selection.ranked if c == selection.config), math.nan)
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Geomean, p10, counts below 0.9x, 0.85x (the held-out target's floor) and 0.8x, worst, call-time geomean,
-    regret geomean (where timed)."""
+    regret geomean (where timed); and how the kernel times stand to the ranker's prices, the p10 and p90 of
+    ``ours_us / predicted_us`` (where priced)."""
     kr = [r["kernel_ratio"] for r in rows]
+    priced = [r["ours_us"] / r["predicted_us"] for r in rows if r.get("ours_us", 0) > 0 < r.get("predicted_us", 0)]
     return {
         "shapes": len(rows),
         "geomean": _geomean(kr),
@@ -219,6 +231,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "call_geomean": _geomean([r["call_ratio"] for r in rows]),
         "regret": _geomean([r["regret"] for r in rows if math.isfinite(r.get("regret", math.nan))]),
         "failed": sum(not math.isfinite(x) for x in kr) + sum(str(r.get("close")) == "False" for r in rows),
+        "time_over_predicted_p10": _quantile(priced, 0.1),
+        "time_over_predicted_p90": _quantile(priced, 0.9),
     }
 
 

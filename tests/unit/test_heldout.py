@@ -8,7 +8,18 @@ import math
 import pytest
 
 from ctgraph.cli import main
-from ctgraph.heldout import KINDS, _write, by_kind, cached, compare, kind, matches_float64, read, summary
+from ctgraph.heldout import (
+    KINDS,
+    _write,
+    by_kind,
+    cached,
+    compare,
+    kind,
+    matches_float64,
+    predicted_us,
+    read,
+    summary,
+)
 from ctgraph.plot import plot_heldout as plot
 
 
@@ -45,6 +56,27 @@ def test_summary_and_kinds_of_a_set():
     assert kinds["skinny"]["shapes"] == 2 and kinds["skinny"]["geomean"] == pytest.approx(math.sqrt(0.4))
     assert kinds["large"] == {"shapes": 1, "geomean": 1.25, "p10": 1.25}
     assert "small" not in by_kind(rows[:1] + rows[3:])  # a kind with no shape is left out
+
+
+def test_a_run_says_how_its_kernel_times_stand_to_the_rankers_prices(tmp_path):
+    """``predicted_us``: the chosen config's price among the ranked (nan where the ranker did not keep it, or there
+    is no selection); the summary's p10 and p90 of kernel time over price, nan for a run that wrote no prices."""
+    from ctgraph.select import Config, Layout, Selection
+
+    a, b = (Config((128, 128, 64), Layout(), "dataparallel", g) for g in (132, 66))
+    ranked = Selection(b, "ranker", ((a, 2e-6), (b, 3e-6)))
+    assert predicted_us(ranked) == pytest.approx(3.0) and math.isnan(predicted_us(None))
+    assert math.isnan(predicted_us(Selection(b, "measured", ((a, 2e-6),), "measured")))
+    rows = _rows({(1, 2, 3): 1.0, (4, 5, 6): 1.0, (7, 8, 9): 1.0})
+    for r, (ours, price) in zip(rows, ((9.0, 10.0), (11.0, 10.0), (5.0, math.nan)), strict=True):
+        r["ours_us"], r["predicted_us"] = ours, price
+    s = summary(rows)
+    assert s["time_over_predicted_p10"] == pytest.approx(0.92) and s["time_over_predicted_p90"] == pytest.approx(1.08)
+    path = tmp_path / "run.csv"
+    _write(rows, path)
+    assert summary(read(path))["time_over_predicted_p90"] == pytest.approx(1.08)  # read back from the CSV
+    old = _rows({(1, 2, 3): 1.0})  # a run before the prices: no such column
+    assert math.isnan(summary(old)["time_over_predicted_p10"])
 
 
 def test_summarize_reads_a_runs_csv(tmp_path, capsys):
