@@ -170,17 +170,23 @@ def _groups(rows: list) -> dict[str, list[int]]:
     return groups
 
 
+def _logs(rows: list, correction: Correction) -> tuple[np.ndarray, np.ndarray]:
+    """Of each row, ``log(analytic x correction)``, what the ranker orders a shape's configs by (as it evaluates
+    them, :meth:`~ctgraph.select.model.Correction.log_factors`), and ``log(measured / analytic) - log(correction)``,
+    what the correction leaves (the level left out); the correction evaluated once for both."""
+    factors = correction.log_factors(np.array([r[2] for r in rows]))
+    return np.log([r[3] for r in rows]) + factors, np.array([math.log(r[4] / r[3]) for r in rows]) - factors
+
+
 def _log_residuals(rows: list, weights: np.ndarray) -> np.ndarray:
     """``log(measured / analytic) - w . phi`` of each row: what the linear part leaves to the trees."""
-    linear = Correction("", tuple(float(w) for w in weights)).log_factors(np.array([r[2] for r in rows]))
-    return np.array([math.log(r[4] / r[3]) for r in rows]) - linear
+    return _logs(rows, Correction("", tuple(float(w) for w in weights)))[1]
 
 
 def regret(rows: list, weights: np.ndarray, trees: Trees | None = None) -> list[float]:
-    """Per shape: measured seconds of the config ranked first (analytic x correction: ``weights`` and ``trees``, as
-    the ranker evaluates them, :meth:`~ctgraph.select.model.Correction.log_factors`) over the least measured."""
-    correction = Correction("", tuple(float(w) for w in weights), trees=trees)
-    log_t = np.log([r[3] for r in rows]) + correction.log_factors(np.array([r[2] for r in rows]))
+    """Per shape: measured seconds of the config ranked first (analytic x correction: ``weights`` and ``trees``)
+    over the least measured."""
+    log_t, _ = _logs(rows, Correction("", tuple(float(w) for w in weights), trees=trees))
     return [rows[idx[int(np.argmin(log_t[idx]))]][4] / min(rows[i][4] for i in idx) for idx in _groups(rows).values()]
 
 
@@ -212,7 +218,7 @@ def _level(rows_t: list, rows_v: list, correction: Correction, references: dict[
 
     def shapes(rows: list) -> tuple[np.ndarray, np.ndarray]:
         """Each shape's psi and its level's log."""
-        left, groups = _left(rows, correction), _groups(rows)
+        (_, left), groups = _logs(rows, correction), _groups(rows)
         refs = [references[key] for key in groups]
         back = correction.log_factors(np.array(refs))
         y = [left[idx].mean() + b for idx, b in zip(groups.values(), back, strict=True)]
@@ -226,20 +232,10 @@ def _level(rows_t: list, rows_v: list, correction: Correction, references: dict[
     return tuple(round(float(x), 6) + 0.0 for x in v)
 
 
-def _left(rows: list, correction: Correction) -> np.ndarray:
-    """``log(measured / (analytic x correction))`` of each row, the level left out."""
-    return np.log([r[4] for r in rows]) - _log_ranked(rows, correction)
-
-
-def _log_ranked(rows: list, correction: Correction) -> np.ndarray:
-    """``log(analytic x correction)`` of each row: what the ranker orders a shape's configs by."""
-    return np.log([r[3] for r in rows]) + correction.log_factors(np.array([r[2] for r in rows]))
-
-
 def spread(rows: list, correction: Correction, references: dict[str, list[float]]) -> tuple[float, float]:
     """The p10 and p90 over shapes of measured / predicted seconds (the level included) of the config
     ``correction`` ranks first; ``references`` as for :func:`_level`."""
-    ranked, left = _log_ranked(rows, correction), _left(rows, correction)
+    ranked, left = _logs(rows, correction)
     logs = []
     for key, idx in _groups(rows).items():
         first = idx[int(np.argmin(ranked[idx]))]

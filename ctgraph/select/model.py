@@ -513,7 +513,7 @@ def reference_row(m: int, n: int, k: int, dtype: str, target: Target) -> list[fl
 
 def level_inputs(row: list[float]) -> list[float]:
     """``psi`` of :data:`LEVEL_INPUTS`: the shape's part of a config's :func:`tree_inputs` ``row``."""
-    return [1.0, *(row[TREE_INPUTS.index(x)] for x in ("log_m", "log_n", "log_k", "log_footprint_l2"))]
+    return [1.0, *(row[TREE_INPUTS.index(name)] for name in LEVEL_INPUTS[1:])]  # the shape's inputs share names
 
 
 def ranked_row(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> tuple[float, list[float]]:
