@@ -24,7 +24,7 @@ Tiles on the wgmma path (``BK = 64``):
   shorter side is at most :data:`NARROW`, CTAs of 64 rows on clusters of 2 and 4 (``"b"``: 128 and 256 rows) too
   (on a thin n, :func:`thin_grid`, only these);
 - swapped tiles (``D^T = B^T A^T``, a CTA's rows any multiple of 8) fitted to ``m`` in one to four tile rows,
-  64 to 256 columns;
+  64 to 256 columns, past 128 rows on two CTAs sharing A (:func:`swapped_tiles`);
 - the wave layouts (:func:`wave_layouts`): swapped CTAs of 64 or 128 columns on cuBLAS's cluster grids, their rows
   fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds;
 - the wave tiles (:func:`wave_tiles`): CTAs of 128, 192 or 256 rows on one CTA and on clusters of 2, their columns
@@ -71,6 +71,7 @@ __all__ = [
     "order_group",
     "ragged_rows",
     "schedules",
+    "swapped_tiles",
     "tall_wide",
     "thin_grid",
     "tiles_for",
@@ -235,11 +236,34 @@ def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
         out.append(((128, 2 * bn, BK), Layout(2, "a", False)))
     if min(m, n) <= NARROW:  # CTAs of 64 rows sharing B (cuBLAS: 64 x 96 CTAs on clusters of 4 for 2272 x 272)
         out += [((64 * c, bn, BK), Layout(c, "b", False)) for bn in bns for c in THIN_GRIDS]
+    return out + swapped_tiles(m) + wave_layouts(m, n, target) + wave_tiles(m, n, target)
+
+
+def swapped_tiles(m: int) -> list[tuple[tuple[int, int, int], Layout]]:
+    """Swapped tiles (``D^T = B^T A^T``) whose rows are fitted to ``m`` in one to four tile rows (any multiple of 8 up
+    to 256): one CTA of 64 to 256 columns, of at most 128 columns past 128 rows; and past 128 rows, 256 columns on two
+    CTAs of 128 sharing A (``"a"``, each CTA's A rows multicast to both).
+
+    The pairs give a tile of more than 128 rows the 256 columns that one CTA of those rows is not offered: on the
+    long-K shapes where the ranker splits K over few tiles, each tile column reads A again, so wider tiles read less.
+    Measured on an H200 (2026-11-28, cuBLAS in the same run, every output matched float64):
+
+    - Probe, 18 fresh long-K shapes (train seed, draws 2920000-2940000; ``k >= 16384``, ``m <= 384``, ``n <= 768``),
+      3 interleaved rounds: split-K on the pairs ran 0.69x to 0.91x cuBLAS on 320 x 728 x 60552 where the ranker's
+      first ran, 1.12x to 1.22x on 352 x 728 x 56760; one CTA of 192 columns past 128 rows ran slower than the
+      ranker's first on 6 of 7 (``docs/results/longk-tiles-probe-h200.csv``).
+    - Offered at every row count, on the 105 of 4000 further draws whose first config they changed, 2 rounds: 0.998x
+      to 1.039x; past 128 rows (47 shapes) 1.086x, faster on 40, slower on 2; at most 128 rows (58) 1.005x, faster on
+      32, slower on 18 (``docs/results/swapcluster-probe-{before,after}-h200.csv``). So only past 128 rows.
+    - That rule frozen, 80 of the 94 of 8000 new draws whose first config it changes (75 of the 94 long-K), 2 rounds:
+      1.008x to 1.062x, faster on 58, slower on 22; below 0.85x 7 to 2
+      (``docs/results/swapcluster-fresh-{before,after}-h200.csv``)."""
+    out: list[tuple[tuple[int, int, int], Layout]] = []
     for rows in sorted(_fitted(m, 8, 256)):
-        for cols in (64, 128, 192, 256):
-            if rows <= 128 or cols <= 128:
-                out.append(((rows, cols, BK), Layout(1, "b", True)))
-    return out + wave_layouts(m, n, target) + wave_tiles(m, n, target)
+        out += [((rows, cols, BK), Layout(1, "b", True)) for cols in (64, 128, 192, 256) if rows <= 128 or cols <= 128]
+        if rows > 128:
+            out.append(((rows, 256, BK), Layout(2, "a", True)))
+    return out
 
 
 def _mma_tiles() -> list[tuple[tuple[int, int, int], Layout]]:
