@@ -253,10 +253,10 @@ def swapped_tiles(m: int) -> list[tuple[tuple[int, int, int], Layout]]:
       first ran, 1.12x to 1.22x on 352 x 728 x 56760; one CTA of 192 columns past 128 rows ran slower than the
       ranker's first on 6 of 7 (``docs/results/longk-tiles-probe-h200.csv``).
     - Offered at every row count, on the 105 of 4000 further draws whose first config they changed, 2 rounds: 0.998x
-      to 1.039x; past 128 rows (47 shapes) 1.086x, faster on 40, slower on 2; at most 128 rows (58) 1.005x, faster on
-      32, slower on 18 (``docs/results/swapcluster-probe-{before,after}-h200.csv``). So only past 128 rows.
+      to 1.039x; past 128 rows (47 shapes) 1.086x, faster by 2% on 40, slower on 2; at most 128 rows (58) 1.005x,
+      faster on 32, slower on 18 (``docs/results/swapcluster-probe-{before,after}-h200.csv``). So only past 128 rows.
     - That rule frozen, 80 of the 94 of 8000 new draws whose first config it changes (75 of the 94 long-K), 2 rounds:
-      1.008x to 1.062x, faster on 58, slower on 22; below 0.85x 7 to 2
+      1.008x to 1.062x, faster by 2% on 49, slower on 15; below 0.85x 7 to 2
       (``docs/results/swapcluster-fresh-{before,after}-h200.csv``)."""
     out: list[tuple[tuple[int, int, int], Layout]] = []
     for rows in sorted(_fitted(m, 8, 256)):
