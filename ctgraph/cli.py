@@ -8,6 +8,8 @@ paths are checked before any work.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -461,6 +463,13 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at the null device once its reader has gone, so that what is left in its buffer goes nowhere
+    (the interpreter's last flush would raise ``BrokenPipeError`` again)."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout without a descriptor (a test's capture)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctgraph", description="ctgraph: a coordinate-graph GEMM compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -613,7 +622,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_overhead)
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a reader that stopped (``| head``) shows here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 1
     except ImportError as e:  # a MissingDependency, or an optional package the code imported itself
         from .deps import from_import_error
 

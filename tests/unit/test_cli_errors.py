@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +100,14 @@ def test_tune_run_refuses_bad_rounds_before_any_work():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="rounds must be a positive integer"):
             tune.run([(64, 64, 64)], Path("unused.json"), rounds=bad)
+
+
+def test_a_reader_that_stops_reading_gets_no_error():
+    # ``python -m ctgraph compile ... | head -0``: the pipe closes before the summary is written
+    cmd = [sys.executable, "-m", "ctgraph", "compile", *GEMM]
+    root = Path(__file__).resolve().parents[2]
+    with subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+        assert p.stdout is not None and p.stderr is not None
+        p.stdout.close()
+        err = p.stderr.read().decode()
+    assert p.returncode == 1 and err == ""
