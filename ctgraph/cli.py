@@ -271,6 +271,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not args.shapes:
         raise ValueError("tune: give a shape set (or --merge TABLES)")
     positive_int("tune: --rounds", args.rounds)  # before the GPU stack is asked for
+    if args.retime:
+        return _retime(args)
     shapes = _shapes(args.shapes, args.limit, args.skip)
     _require_gpu_stack("python -m ctgraph tune")
     table = run(
@@ -284,11 +286,38 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retime(args: argparse.Namespace) -> int:
+    """``tune TABLE.json --retime``: time again the configs of the table's shapes not timed on these kernels."""
+    from .cache import write_whole
+    from .select.cache import Table
+    from .select.fit import kernel_hash
+    from .tune import parse_shard, run, stale
+
+    path = Path(args.shapes)
+    if path.suffix != ".json" or not path.is_file():
+        raise ValueError(f"tune --retime: give a tune table (a .json that tune wrote), got {args.shapes!r}")
+    old = Table.from_json(path.read_text())
+    configs = stale(old, kernel_hash())
+    if not configs:
+        print(f"{path}: every shape was timed on these kernels; nothing to time")
+        return 0
+    _require_gpu_stack("python -m ctgraph tune --retime")
+    out, shard = Path(args.out), parse_shard(args.shard)
+    shapes = list(configs)
+    new = run(shapes, out, shard=shard, rounds=args.rounds, configs=configs)
+    if shard[1] > 1:  # this host's share alone: merged after the old table, every host's share wins over it
+        print(f"timed {len(new.entries)} stale shapes of this shard -> {out}; then tune --merge {path} SHARDS...")
+        return 0
+    write_whole(out, old.merged(new).to_json())
+    print(f"timed {len(new.entries)} of {len(shapes)} stale shapes again -> {out}")
+    return 0
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .deps import require
     from .select.cache import Table
-    from .select.fit import fit, is_current
+    from .select.fit import fit, is_current, timed_on
     from .select.model import load_correction
     from .target import known_target
 
@@ -311,6 +340,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     train = [Table.from_json(Path(t).read_text()) for t, _ in read]
     validation = [Table.from_json(Path(v).read_text()) for _, v in read]
     f = fit(train, validation, known_target(train[0].device))
+    counts = timed_on([*train, *validation])
+    hashed = f.correction.kernels
+    print(f"shapes timed on these kernels ({hashed}): {counts.get(hashed, 0)}; not recorded: {counts.get('', 0)}")
     print(
         f"lambda {f.lam}, {f.trees} trees: regret train {f.train_regret:.4f}, validation {f.validation_regret:.4f} "
         f"(linear alone {f.validation_regret_linear:.4f}, analytic alone {f.validation_regret_analytic:.4f}), "
@@ -549,6 +581,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="time every config R times in interleaved rounds and keep each one's median (default 1)",
     )
     p.add_argument("--merge", nargs="+", metavar="TABLE", help="merge these tables into --out instead")
+    p.add_argument(
+        "--retime",
+        action="store_true",
+        help="SHAPES is a tune table: time again the configs of its shapes not timed on this code's kernels",
+    )
     p.add_argument("--install", action="store_true", help="add the entries to this device's autotune cache")
     p.set_defaults(func=cmd_tune)
     p = sub.add_parser("fit", help="fit the ranker's correction on a train table, choosing on a validation table")

@@ -18,11 +18,17 @@ Spread over GPUs and hosts:
 - before timing, every kernel the worker will run is compiled by a pool of processes (nvcc on every core; the cubins
   land in the on-disk cache, :mod:`lowering.cuda.nvcc`), so the GPUs wait for nvcc once.
 
+Each shape's entry records the hash of the kernels that timed it (:func:`ctgraph.select.fit.kernel_hash`), and the
+fit refuses shapes timed on other kernels. After a kernel change, ``python -m ctgraph tune TABLE.json --retime --out
+NEW.json`` times again the configs of the shapes not timed on this code's kernels (:func:`stale`), and writes the
+table with their new entries.
+
 Needs torch and a GPU (the merge does not).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -37,7 +43,7 @@ from . import knobs
 from .config import Config
 from .select.cache import Entry, Table, key
 
-__all__ = ["configs_for", "merge", "parse_shard", "run", "tune"]
+__all__ = ["configs_for", "merge", "parse_shard", "run", "stale", "tune"]
 
 Shape = tuple[int, int, int]
 
@@ -96,6 +102,22 @@ def precompile(work: list[tuple[Config, Shape, str]], processes: int) -> list[st
         return [e for e in pool.map(_precompile_one, list(seen.values()), chunksize=4) if e]
 
 
+def stale(table: Table, kernels: str, dtype: str = "float16") -> dict[Shape, list[Config]]:
+    """The ``dtype`` shapes of ``table`` not timed on ``kernels`` (a :func:`~ctgraph.select.fit.kernel_hash`; shapes
+    whose hash was not recorded included), each with the configs it timed: what ``tune --retime`` times again."""
+    out: dict[Shape, list[Config]] = {}
+    for name, entry in sorted(table.entries.items()):
+        m, n, k, kind = name.split(",")
+        if kind == dtype and entry.kernels != kernels:
+            configs = []
+            for label, _ in entry.seconds:
+                with contextlib.suppress(ValueError):  # entries converted from the old table label by policy
+                    configs.append(Config.parse(label))
+            if configs:
+                out[(int(m), int(n), int(k))] = configs
+    return out
+
+
 def tune(
     shapes: list[Shape],
     top: int = 8,
@@ -104,19 +126,23 @@ def tune(
     progress: bool = True,
     part: Path | None = None,
     rounds: int = 1,
+    configs: dict[Shape, list[Config]] | None = None,
 ) -> Table:
-    """Time :func:`configs_for` of each shape on this process's GPU (module docstring), each config ``rounds``
-    times in interleaved rounds (the median kept); ``part``: write the table after each shape, whole (a stopped run
-    keeps what it finished)."""
+    """Time :func:`configs_for` of each shape (or ``configs[shape]``) on this process's GPU (module docstring), each
+    config ``rounds`` times in interleaved rounds (the median kept); ``part``: write the table after each shape,
+    whole (a stopped run keeps what it finished). Each entry records the :func:`~ctgraph.select.fit.kernel_hash`
+    of the code that timed it."""
     import torch
 
     from .cache import write_whole
     from .measure import kernel_time
     from .select.autotune import time_configs
+    from .select.fit import kernel_hash
     from .select.resolve import device_target
 
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     target = device_target("cuda")
+    kernels = kernel_hash()
     table = Table(target.name)
     for i, shape in enumerate(shapes):
         m, n, k = shape
@@ -127,13 +153,15 @@ def tune(
         cublas = kernel_time(partial(torch.matmul, A, B, out=D))
         del A, B, D
         build = partial(_build, shape=shape, dtype=dtype)
-        times = time_configs(m, n, k, dtype, configs_for(shape, target, top, extra, dtype), build, rounds)
+        timed = configs[shape] if configs is not None else configs_for(shape, target, top, extra, dtype)
+        times = time_configs(m, n, k, dtype, timed, build, rounds)
         seconds = {c.name: t for c, t in times.items() if math.isfinite(t)}
         for c in (c for c, t in times.items() if not math.isfinite(t)):
             print(f"{m}x{n}x{k} {c.name}: did not build or run", file=sys.stderr, flush=True)
         if seconds:
             best = min(seconds, key=seconds.__getitem__)
-            table.entries[key(m, n, k, dtype)] = Entry(Config.parse(best), tuple(sorted(seconds.items())), cublas)
+            entry = Entry(Config.parse(best), tuple(sorted(seconds.items())), cublas, kernels)
+            table.entries[key(m, n, k, dtype)] = entry
             if progress:
                 print(
                     f"[{i + 1}/{len(shapes)}] {m}x{n}x{k}: {best} {seconds[best] * 1e6:.1f} us, cuBLAS "
@@ -151,10 +179,10 @@ def _build(config: Config, shape: Shape, dtype: str) -> Any:
     return compile_config(config, *shape, dtype)
 
 
-def _worker(args: tuple[str, list[Shape], int, int, str, str, int]) -> str:
-    gpu, shapes, top, extra, dtype, part, rounds = args
+def _worker(args: tuple[str, list[Shape], int, int, str, str, int, dict[Shape, list[Config]] | None]) -> str:
+    gpu, shapes, top, extra, dtype, part, rounds, configs = args
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-    tune(shapes, top, extra, dtype, progress=True, part=Path(part), rounds=rounds)
+    tune(shapes, top, extra, dtype, progress=True, part=Path(part), rounds=rounds, configs=configs)
     return part
 
 
@@ -168,9 +196,11 @@ def run(
     gpus: int | None = None,
     compile_processes: int | None = None,
     rounds: int = 1,
+    configs: dict[Shape, list[Config]] | None = None,
 ) -> Table:
-    """This host's share of ``shapes`` (``shard``) over its GPUs, one spawned worker each, every config timed in
-    ``rounds`` interleaved rounds; the merged table is written to ``out`` (and the workers' parts beside it)."""
+    """This host's share of ``shapes`` (``shard``) over its GPUs, one spawned worker each, every config (those of
+    :func:`configs_for`, or ``configs[shape]``) timed in ``rounds`` interleaved rounds; the merged table is written
+    to ``out`` (and the workers' parts beside it)."""
     import multiprocessing as mp
 
     from .arguments import positive_int
@@ -188,14 +218,15 @@ def run(
         raise RuntimeError("tune needs a GPU: torch sees none")
     devices = [knobs.visible_device(g) for g in range(gpus)]
     target = device_target("cuda")
-    work = [(c, s, dtype) for s in mine for c in configs_for(s, target, top, extra, dtype)]
+    chosen = configs or {s: configs_for(s, target, top, extra, dtype) for s in mine}
+    work = [(c, s, dtype) for s in mine for c in chosen[s]]
     t0 = time.time()
     errors = precompile(work, compile_processes or os.cpu_count() or 1)
     print(f"compiled the kernels of {len(work)} timings in {time.time() - t0:.0f} s ({len(errors)} failed)", flush=True)
     for e in errors[:20]:
         print("  " + e, file=sys.stderr)
     parts = [str(out.with_suffix(f".part{g}.json")) for g in range(gpus)]
-    jobs = [(devices[g], mine[g::gpus], top, extra, dtype, parts[g], rounds) for g in range(gpus)]
+    jobs = [(devices[g], mine[g::gpus], top, extra, dtype, parts[g], rounds, configs) for g in range(gpus)]
     with ProcessPoolExecutor(max_workers=gpus, mp_context=mp.get_context("spawn")) as pool:
         list(pool.map(_worker, jobs))
     return merge([Path(p) for p in parts if Path(p).exists()], out)

@@ -37,49 +37,48 @@ def key(m: int, n: int, k: int, dtype: str) -> str:
 @dataclass(frozen=True)
 class Entry:
     """The config kept for one GEMM, the seconds of every config timed for it (by :attr:`Config.name`; entries
-    converted from the old tuning table label them by policy) and cuBLAS's seconds in the same run, where timed."""
+    converted from the old tuning table label them by policy), cuBLAS's seconds in the same run, where timed, and
+    ``kernels``: the :func:`~ctgraph.select.fit.kernel_hash` of the code that timed them ("" where not recorded:
+    entries timed before 2026-11-29)."""
 
     config: Config
     seconds: tuple[tuple[str, float], ...] = ()
     cublas: float | None = None
+    kernels: str = ""
 
     def to_json(self) -> dict:
-        out = {"config": self.config.name, "seconds": dict(self.seconds)}
-        return out | ({"cublas": self.cublas} if self.cublas is not None else {})
+        out: dict[str, object] = {"config": self.config.name, "seconds": dict(self.seconds)}
+        out |= {"cublas": self.cublas} if self.cublas is not None else {}
+        return out | ({"kernels": self.kernels} if self.kernels else {})
 
     @classmethod
     def from_json(cls, d: dict) -> Entry:
         seconds = tuple(sorted((str(a), float(b)) for a, b in d["seconds"].items()))
-        return cls(Config.parse(d["config"]), seconds, d.get("cublas"))
+        return cls(Config.parse(d["config"]), seconds, d.get("cublas"), d.get("kernels", ""))
 
 
 @dataclass
 class Table:
-    """A device's entries; ``kernels``: the hash of the kernel sources they were timed with, where known."""
+    """A device's entries, each with the hash of the kernels that timed it (:attr:`Entry.kernels`)."""
 
     device: str
     entries: dict[str, Entry] = field(default_factory=dict)
-    kernels: str = ""
 
     def get(self, m: int, n: int, k: int, dtype: str) -> Entry | None:
         return self.entries.get(key(m, n, k, dtype))
 
     def merged(self, other: Table) -> Table:
         """This table with ``other``'s entries added (``other`` wins on a shape both hold)."""
-        return Table(self.device, self.entries | other.entries, other.kernels or self.kernels)
+        return Table(self.device, self.entries | other.entries)
 
     def to_json(self) -> str:
-        body = {
-            "device": self.device,
-            "kernels": self.kernels,
-            "entries": {k: e.to_json() for k, e in sorted(self.entries.items())},
-        }
+        body = {"device": self.device, "entries": {k: e.to_json() for k, e in sorted(self.entries.items())}}
         return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> Table:
+    def from_json(cls, text: str) -> Table:  # files written before the hash moved to the entries hold a "kernels": ""
         d = json.loads(text)
-        return cls(d["device"], {k: Entry.from_json(e) for k, e in d["entries"].items()}, d.get("kernels", ""))
+        return cls(d["device"], {k: Entry.from_json(e) for k, e in d["entries"].items()})
 
 
 def _file(device: str) -> str:
@@ -133,10 +132,10 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def store(device: str, entries: dict[str, Entry], path: Path | None = None, kernels: str = "") -> Path:
+def store(device: str, entries: dict[str, Entry], path: Path | None = None) -> Path:
     """Add ``entries`` to the device's user cache (or ``path``), under a lock, written whole."""
     path = path or user_path(device)
     with _locked(path):
         old = _table(path) or Table(device)
-        write_whole(path, old.merged(Table(device, entries, kernels)).to_json())
+        write_whole(path, old.merged(Table(device, entries)).to_json())
     return path

@@ -14,7 +14,8 @@ timed. Timing noise leaves a floor of a few percent that says nothing about the 
 the largest whose mean log regret is within one standard error of the least (the one-standard-error rule of
 cross-validation): the most regularised fit that ranks as well as the best within noise. The fit is stored with
 :func:`kernel_hash` of the kernels it timed, so a change to the kernels' sources says that the fit is stale
-(:func:`is_current`).
+(:func:`is_current`). Each shape of a tune table records the hash of the code that timed it, and the fit refuses
+shapes timed on other kernels than the hash it stores (``tune --retime`` times them again).
 
 **Trees.** The features are few and mostly ratios; a linear sum misses how their effects bend with the shape
 (which layout streams B best at m near 128, say). A second stage fits gradient-boosted regression trees (LightGBM,
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -70,6 +72,7 @@ __all__ = [
     "samples",
     "spread",
     "table_regret",
+    "timed_on",
 ]
 
 LAMBDAS = (0.0, 0.1, 1.0, 10.0, 100.0)
@@ -105,16 +108,33 @@ REFERENCE_SHAPE = (512, 512, 8192)
 
 def kernel_hash(configs: tuple[Config, ...] = REFERENCE_CONFIGS) -> str:
     """BLAKE2b of the CUDA sources the configs generate (no GPU needed): the kernels a fit was timed on."""
-    import ctgraph
+    from ..api import compile_config
 
     h = hashlib.blake2b(digest_size=12)
     for c in configs:
-        g = ctgraph.gemm(*REFERENCE_SHAPE, macro_tile=c.tile)
-        kern = ctgraph.compile(
-            g, target="cuda", build=False, mainloop="wgmma", **c.compile_args(), **c.layout.options()
-        )
-        h.update(kern.source.encode())
+        h.update(compile_config(c, *REFERENCE_SHAPE, "float16", "cuda", build=False, mainloop="wgmma").source.encode())
     return h.hexdigest()
+
+
+def timed_on(tables: Table | Sequence[Table]) -> dict[str, int]:
+    """How many shapes of ``tables`` each kernel hash timed (:attr:`~.cache.Entry.kernels`; "": not recorded)."""
+    each = [tables] if isinstance(tables, Table) else tables
+    return dict(Counter(e.kernels for t in each for e in t.entries.values()))
+
+
+def _timed_on_these(tables: Sequence[Table | Sequence[Table]], kernels: str) -> None:
+    """Raise where a shape of ``tables`` was timed on other kernels than ``kernels``: a fit keyed by a hash must
+    have measured the kernels that hash names (shapes whose hash was not recorded pass)."""
+    counts: Counter[str] = Counter()
+    for t in tables:
+        counts.update(timed_on(t))
+    other = {h: c for h, c in counts.items() if h not in ("", kernels)}
+    if other:
+        raise ValueError(
+            f"fit: {sum(other.values())} of the tables' {counts.total()} shapes were timed on other kernels "
+            f"({', '.join(sorted(other))}) than this code generates ({kernels}); time them again with "
+            "python -m ctgraph tune TABLE.json --retime --out NEW.json"
+        )
 
 
 def is_current(correction: Correction) -> bool:
@@ -324,6 +344,8 @@ def fit(
 ) -> Fit:
     """The correction of ``target``'s family: ridge on ``train``, its lambda chosen on ``validation`` (module); each
     may be several tables, of devices of that family (:func:`pooled`)."""
+    hashed = kernel_hash() if kernels is None else kernels
+    _timed_on_these([train, validation], hashed)
     rows_t, rows_v = pooled(train, target), pooled(validation, target)
     if not rows_t or not rows_v:
         raise ValueError("fit needs timed configs in both the train and the validation table")
@@ -346,7 +368,6 @@ def fit(
         ("device", ", ".join(dict.fromkeys(own.name for t in (train, validation) for _, own in _read_on(t, target)))),
         ("trees", str(len(trees) if trees else 0)),
     )
-    hashed = kernel_hash() if kernels is None else kernels
     correction = Correction(target.family, tuple(float(x) for x in w), hashed, FEATURES, meta, trees)
     refs = references(train, target) | references(validation, target)
     correction = replace(correction, level=_level(rows_t, rows_v, correction, refs))

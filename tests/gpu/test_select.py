@@ -104,3 +104,32 @@ def test_a_tune_over_two_gpus_merges_one_table(tmp_path):
     parts = sorted(tmp_path.glob("t.part*.json"))
     assert len(parts) == torch.cuda.device_count() >= 2
     assert all(json.loads(p.read_text())["entries"] for p in parts[:2])  # both GPUs timed shapes
+
+
+def test_a_tune_records_its_kernels_and_retime_times_only_the_stale_shapes(tmp_path):
+    from ctgraph.select.fit import kernel_hash
+
+    csv = tmp_path / "s.csv"
+    shapes.write(csv, [(256, 512, 1024), (200, 1000, 512)])
+    env = os.environ | {
+        "CTGRAPH_CACHE_DIR": str(tmp_path / "c"),
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0],
+        "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}",
+    }
+    tune = [sys.executable, "-m", "ctgraph", "tune"]
+    first = [*tune, str(csv), "--top", "2", "--extra", "0", "--out", str(tmp_path / "t.json")]
+    done = subprocess.run(first, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = json.loads((tmp_path / "t.json").read_text())
+    assert {e["kernels"] for e in table["entries"].values()} == {kernel_hash()}
+    old = table["entries"]["256,512,1024,float16"]
+    old["kernels"] = "kernels-of-yesterday"
+    (tmp_path / "t.json").write_text(json.dumps(table))
+    again = [*tune, str(tmp_path / "t.json"), "--retime", "--out", str(tmp_path / "new.json")]
+    done = subprocess.run(again, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "timed 1 of 1 stale shapes again" in done.stdout
+    new = json.loads((tmp_path / "new.json").read_text())["entries"]
+    assert new["200,1000,512,float16"] == table["entries"]["200,1000,512,float16"]  # current: kept as it was
+    redone = new["256,512,1024,float16"]
+    assert redone["kernels"] == kernel_hash() and sorted(redone["seconds"]) == sorted(old["seconds"])

@@ -1,0 +1,80 @@
+"""Which kernels timed a tune table's shapes: recorded per entry, refused by the fit where they are not this code's,
+timed again by ``tune --retime``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctgraph.cli import main
+from ctgraph.select import H100_SXM, Config, Layout
+from ctgraph.select import cache as entries
+from ctgraph.select import fit as fitting
+from ctgraph.tune import stale
+
+C1 = Config((128, 128, 64), Layout(), "dataparallel", 64)
+C2 = Config((64, 128, 64), Layout(), "streamk", 132)
+
+
+def _entry(kernels: str, *configs: Config) -> entries.Entry:
+    timed = configs or (C1, C2)
+    return entries.Entry(timed[0], tuple(sorted((c.name, 1e-5 * (i + 1)) for i, c in enumerate(timed))), 2e-5, kernels)
+
+
+def _table(**by_hash: list[tuple[int, int, int]]) -> entries.Table:
+    out = {}
+    for kernels, shapes in by_hash.items():
+        for m, n, k in shapes:
+            out[entries.key(m, n, k, "float16")] = _entry("" if kernels == "unrecorded" else kernels)
+    return entries.Table(H100_SXM.name, out)
+
+
+def test_an_entry_keeps_its_kernels_through_json_and_old_files_still_read():
+    e = _entry("abc")
+    assert entries.Entry.from_json(json.loads(json.dumps(e.to_json()))) == e
+    assert "kernels" not in _entry("").to_json()  # entries from before the hash moved here: unchanged files
+    old = json.dumps({"device": "Test GPU", "kernels": "", "entries": {"1,2,3,float16": _entry("").to_json()}})
+    table = entries.Table.from_json(old)
+    assert table.get(1, 2, 3, "float16").kernels == "" and "kernels" not in json.loads(table.to_json())
+
+
+def test_timed_on_counts_the_shapes_of_each_hash():
+    table = _table(new=[(1, 2, 3), (4, 5, 6)], old=[(7, 8, 9)], unrecorded=[(2, 2, 2)])
+    assert fitting.timed_on(table) == {"new": 2, "old": 1, "": 1}
+    assert fitting.timed_on([table, table]) == {"new": 4, "old": 2, "": 2}
+
+
+SHAPES = [(256 + 64 * i, 512 + 32 * i, 1024 + 128 * i) for i in range(6)]
+
+
+def test_the_fit_refuses_shapes_timed_on_other_kernels():
+    current, mixed = _table(now=SHAPES[:4], unrecorded=SHAPES[4:]), _table(now=SHAPES[:4], before=SHAPES[4:])
+    with pytest.raises(ValueError, match=r"2 of the tables' 12 shapes were timed on other kernels \(before\)"):
+        fitting.fit(current, mixed, H100_SXM, kernels="now")
+
+
+def test_the_fit_takes_its_own_kernels_and_unrecorded_ones():
+    pytest.importorskip("lightgbm")
+    current = _table(now=SHAPES[:4], unrecorded=SHAPES[4:])
+    assert fitting.fit(current, current, H100_SXM, kernels="now").correction.kernels == "now"
+
+
+def test_stale_lists_the_configs_of_shapes_not_timed_on_these_kernels():
+    table = _table(now=[(1, 2, 3)], before=[(4, 5, 6)], unrecorded=[(7, 8, 9)])
+    table.entries["9,9,9,float32"] = _entry("before")  # another dtype: left to a float32 run
+    policy = entries.Entry(C1, (("dataparallel/resident", 1e-5),), None, "before")  # converted: no config to time
+    table.entries["5,5,5,float16"] = policy
+    assert stale(table, "now") == {(4, 5, 6): [C1, C2], (7, 8, 9): [C1, C2]}  # in the order of their names
+
+
+def test_retime_needs_a_table_and_times_nothing_where_every_shape_is_current(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(fitting, "kernel_hash", lambda *a: "now")
+    path = tmp_path / "t.json"
+    path.write_text(_table(now=[(1, 2, 3)]).to_json())
+    assert main(["tune", str(path), "--retime", "--out", str(tmp_path / "new.json")]) == 0
+    assert "nothing to time" in capsys.readouterr().out and not (tmp_path / "new.json").exists()
+    csv = tmp_path / "s.csv"
+    csv.write_text("m,n,k\n1,2,3\n")
+    assert main(["tune", str(csv), "--retime"]) == 2
+    assert "--retime: give a tune table" in capsys.readouterr().err
