@@ -39,7 +39,7 @@ class Entry:
     """The config kept for one GEMM, the seconds of every config timed for it (by :attr:`Config.name`; entries
     converted from the old tuning table label them by policy), cuBLAS's seconds in the same run, where timed, and
     ``kernels``: the :func:`~ctgraph.select.fit.kernel_hash` of the code that timed them ("" where not recorded:
-    entries timed before 2026-11-29)."""
+    entries timed before ``tune`` recorded it, 2026-11-28)."""
 
     config: Config
     seconds: tuple[tuple[str, float], ...] = ()
