@@ -24,7 +24,7 @@ Tiles on the wgmma path (``BK = 64``):
   shorter side is at most :data:`NARROW`, CTAs of 64 rows on clusters of 2 and 4 (``"b"``: 128 and 256 rows) too
   (on a thin n, :func:`thin_grid`, only these);
 - swapped tiles (``D^T = B^T A^T``, a CTA's rows any multiple of 8) fitted to ``m`` in one to four tile rows,
-  64 to 256 columns, past 128 rows on two CTAs sharing A (:func:`swapped_tiles`);
+  64 to 256 columns, past 128 rows on two or four CTAs sharing A (:func:`swapped_tiles`);
 - the wave layouts (:func:`wave_layouts`): swapped CTAs of 64 or 128 columns on cuBLAS's cluster grids, their rows
   fitted so that the tiles make 1/2, 3/4, 1 or 2 waves of the clusters the device holds;
 - the wave tiles (:func:`wave_tiles`): CTAs of 128, 192 or 256 rows on one CTA and on clusters of 2, their columns
@@ -241,10 +241,10 @@ def _wgmma_tiles(m: int, n: int, target: Target) -> list[tuple[tuple[int, int, i
 
 def swapped_tiles(m: int) -> list[tuple[tuple[int, int, int], Layout]]:
     """Swapped tiles (``D^T = B^T A^T``) whose rows are fitted to ``m`` in one to four tile rows (any multiple of 8 up
-    to 256): one CTA of 64 to 256 columns, of at most 128 columns past 128 rows; and past 128 rows, 256 columns on two
-    CTAs of 128 sharing A (``"a"``, each CTA's A rows multicast to both).
+    to 256): one CTA of 64 to 256 columns, of at most 128 columns past 128 rows; and past 128 rows, 256 and 512 columns
+    on two and four CTAs of 128 sharing A (``"a"``, each CTA's A rows multicast to all of them).
 
-    The pairs give a tile of more than 128 rows the 256 columns that one CTA of those rows is not offered: on the
+    The pairs and quads give a tile of more than 128 rows the columns that one CTA of those rows is not offered: on the
     long-K shapes where the ranker splits K over few tiles, each tile column reads A again, so wider tiles read less.
     Measured on an H200 (2026-11-28, cuBLAS in the same run, every output matched float64):
 
@@ -257,12 +257,16 @@ def swapped_tiles(m: int) -> list[tuple[tuple[int, int, int], Layout]]:
       faster on 32, slower on 18 (``docs/results/swapcluster-probe-{before,after}-h200.csv``). So only past 128 rows.
     - That rule frozen, 80 of the 94 of 8000 new draws whose first config it changes (75 of the 94 long-K), 2 rounds:
       1.008x to 1.062x, faster by 2% on 49, slower on 15; below 0.85x 7 to 2
-      (``docs/results/swapcluster-fresh-{before,after}-h200.csv``)."""
+      (``docs/results/swapcluster-fresh-{before,after}-h200.csv``).
+    - Quads past 128 rows (2026-11-29), 2 rounds: on the 47 of 3951 draws (2940000-2944000) whose first config they
+      change, 1.077x to 1.122x, faster by 2% on 32, slower on 4; unchanged, on the 95 of 7839 new draws
+      (2944000-2952000) whose first config they change (nearly all split-K), 1.050x to 1.087x, faster by 2% on 68,
+      slower on 13; below 0.85x 2 to 0 (``docs/results/swapquad-{probe,fresh}-{before,after}-h200.csv``)."""
     out: list[tuple[tuple[int, int, int], Layout]] = []
     for rows in sorted(_fitted(m, 8, 256)):
         out += [((rows, cols, BK), Layout(1, "b", True)) for cols in (64, 128, 192, 256) if rows <= 128 or cols <= 128]
         if rows > 128:
-            out.append(((rows, 256, BK), Layout(2, "a", True)))
+            out += [((rows, 256, BK), Layout(2, "a", True)), ((rows, 512, BK), Layout(4, "a", True))]
     return out
 
 
