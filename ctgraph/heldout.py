@@ -9,12 +9,12 @@ rounds and last in odd ones (:func:`~ctgraph.measure.in_turn`); two times each (
 
 The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, the shapes below 0.9x and 0.8x, the
 worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
-the ranker's first ``N`` candidates are timed too and the regret (chosen / fastest of them) reported; the
-selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and transform stay
-the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote, ``--against OLD`` compares
-it with another run's (:func:`compare`: another commit, device or option), and ``--plot`` draws its shapes
-(:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker each; every
-shape's two kernels run on one GPU, so each ratio is taken on one device. Each worker writes its rows to
+the ranker's first ``N`` candidates are timed too, and the regret (chosen / fastest of them) and the fastest config
+written; the selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and
+transform stay the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote,
+``--against OLD`` compares it with another run's (:func:`compare`: another commit, device or option), and ``--plot``
+draws its shapes (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker
+each; every shape's two kernels run on one GPU, so each ratio is taken on one device. Each worker writes its rows to
 ``OUT.part<gpu>.csv`` as it goes (what a run that is killed leaves); a run that finishes merges them into ``OUT`` and
 removes them.
 
@@ -128,6 +128,7 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         "setup_s": round(setup, 2),
         "close": ok,
         "regret": math.nan,
+        "fastest": "",
         "predicted_us": predicted_us(kern.selection),
     }
     if regret:
@@ -136,8 +137,10 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
 
         ranked = [c for c, _ in kern.selection.ranked[:regret]] if kern.selection else []
         times = time_configs(m, n, k, "float16", ranked, lambda c: compile_config(c, m, n, k))
-        best = min([*times.values(), statistics.median(ko)])
+        chosen = kern.selection.config if kern.selection else None
+        fastest, best = min([*times.items(), (chosen, statistics.median(ko))], key=lambda ct: ct[1])
         row["regret"] = statistics.median(ko) / best
+        row["fastest"] = fastest.name if fastest is not None else ""
     return row
 
 
@@ -185,6 +188,7 @@ FIELDS = (
     "setup_s",
     "close",
     "regret",
+    "fastest",
     "predicted_us",
 )
 

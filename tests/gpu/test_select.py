@@ -133,3 +133,19 @@ def test_a_tune_records_its_kernels_and_retime_times_only_the_stale_shapes(tmp_p
     assert new["200,1000,512,float16"] == table["entries"]["200,1000,512,float16"]  # current: kept as it was
     redone = new["256,512,1024,float16"]
     assert redone["kernels"] == kernel_hash() and sorted(redone["seconds"]) == sorted(old["seconds"])
+
+
+def test_heldout_regret_times_the_ranked_and_names_the_fastest(tmp_path):
+    """``heldout --regret N``: the ranker's first N configs timed beside the chosen one; the regret is the chosen's
+    time over the fastest's (at least 1) and the CSV names the fastest, a config the ranker ranked."""
+    pytest.importorskip("torch")
+    from ctgraph.heldout import _time_shape, _write, read
+    from ctgraph.select import Config
+
+    row = _time_shape((200, 328, 1544), rounds=1, autotune=False, regret=3)
+    assert row["close"] and row["regret"] >= 1.0
+    kern = ctgraph.compile(ctgraph.gemm(200, 328, 1544, macro_tile="auto"), transform="auto", target="cuda")
+    assert Config.parse(row["fastest"]) in [c for c, _ in kern.selection.ranked[:3]] + [kern.selection.config]
+    path = tmp_path / "regret.csv"
+    _write([row], path)
+    assert read(path)[0]["fastest"] == row["fastest"]
