@@ -28,7 +28,6 @@ Needs torch and a GPU (the merge does not).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import random
@@ -41,7 +40,7 @@ from typing import Any
 
 from . import knobs
 from .config import Config
-from .select.cache import Entry, Table, key
+from .select.cache import Entry, Table, key, parse_key
 
 __all__ = ["configs_for", "merge", "parse_shard", "run", "stale", "tune"]
 
@@ -107,14 +106,11 @@ def stale(table: Table, kernels: str, dtype: str = "float16") -> dict[Shape, lis
     whose hash was not recorded included), each with the configs it timed: what ``tune --retime`` times again."""
     out: dict[Shape, list[Config]] = {}
     for name, entry in sorted(table.entries.items()):
-        m, n, k, kind = name.split(",")
+        m, n, k, kind = parse_key(name)
         if kind == dtype and entry.kernels != kernels:
-            configs = []
-            for label, _ in entry.seconds:
-                with contextlib.suppress(ValueError):  # entries converted from the old table label by policy
-                    configs.append(Config.parse(label))
+            configs = [c for c, _ in entry.timed()]
             if configs:
-                out[(int(m), int(n), int(k))] = configs
+                out[(m, n, k)] = configs
     return out
 
 

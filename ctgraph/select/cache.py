@@ -27,11 +27,17 @@ from .. import knobs
 from ..cache import write_whole
 from ..config import Config
 
-__all__ = ["Entry", "Table", "key", "load", "load_user", "shipped_path", "user_path"]
+__all__ = ["Entry", "Table", "key", "load", "load_user", "parse_key", "shipped_path", "user_path"]
 
 
 def key(m: int, n: int, k: int, dtype: str) -> str:
     return f"{m},{n},{k},{dtype}"
+
+
+def parse_key(text: str) -> tuple[int, int, int, str]:
+    """``(m, n, k, dtype)`` of a :func:`key`."""
+    m, n, k, dtype = text.split(",")
+    return int(m), int(n), int(k), dtype
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,17 @@ class Entry:
         out: dict[str, object] = {"config": self.config.name, "seconds": dict(self.seconds)}
         out |= {"cublas": self.cublas} if self.cublas is not None else {}
         return out | ({"kernels": self.kernels} if self.kernels else {})
+
+    def timed(self) -> list[tuple[Config, float]]:
+        """The configs timed and their seconds, in the order of their names; labels that are not a config (entries
+        converted from the old tuning table label by policy) are left out."""
+        out = []
+        for label, secs in self.seconds:
+            try:
+                out.append((Config.parse(label), secs))
+            except ValueError:
+                continue
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> Entry:

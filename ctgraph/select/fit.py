@@ -53,7 +53,7 @@ import numpy as np
 
 from ..config import Config, Layout
 from ..target import Target, known_target
-from .cache import Table
+from .cache import Table, parse_key
 from .model import FEATURES, LEVEL_INPUTS, TREE_INPUTS, Correction, level_inputs, ranked_row, reference_row
 from .trees import Trees, from_lightgbm
 
@@ -142,23 +142,14 @@ def is_current(correction: Correction) -> bool:
     return not any(correction.weights) or correction.kernels == kernel_hash()
 
 
-def _shape(key: str) -> tuple[int, int, int, str]:
-    m, n, k, dtype = key.split(",")
-    return int(m), int(n), int(k), dtype
-
-
 def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float], float, float]]:
     """``(shape key, config, inputs, analytic seconds, measured seconds)`` of every finite timing in ``table`` whose
     label is a config (entries converted from the old table are labelled by policy and skipped); ``inputs`` are its
     :func:`~ctgraph.select.model.tree_inputs`, the features first."""
     out = []
     for key_, entry in sorted(table.entries.items()):
-        m, n, k, dtype = _shape(key_)
-        for name, secs in entry.seconds:
-            try:
-                c = Config.parse(name)
-            except ValueError:
-                continue
+        m, n, k, dtype = parse_key(key_)
+        for c, secs in entry.timed():
             if not math.isfinite(secs) or secs <= 0:
                 continue
             base, inputs = ranked_row(c, m, n, k, dtype, target)
@@ -271,7 +262,7 @@ def references(tables: Table | Sequence[Table], target: Target) -> dict[str, lis
     rows."""
     read = _read_on(tables, target)
     return {
-        _pooled_key(t, key, len(read) > 1): reference_row(*_shape(key), own) for t, own in read for key in t.entries
+        _pooled_key(t, key, len(read) > 1): reference_row(*parse_key(key), own) for t, own in read for key in t.entries
     }
 
 
