@@ -117,7 +117,7 @@ def select_schedule(
     pool = [
         c
         for c in schedules(m, n, k, dtype, tile, layout, target)
-        if (c.transform == transform if transform else offered(c))
+        if (c.transform == transform if transform else offered(c, m, n))
     ]
     if not pool:  # e.g. Stream-K on one K iteration: the resident grid, no more workgroups than iterations
         tm, tn = tile_counts(m, n, tile)

@@ -32,8 +32,9 @@ Tiles on the wgmma path (``BK = 64``):
 
 Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups of its cluster): data-parallel on
 ``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``, only for a transform
-the caller names (:data:`NAMED_ONLY`, :func:`offered`); where ``T < R``, Stream-K on ``R`` and
-on every in-step grid (:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``.
+the caller names (:data:`NAMED_ONLY`, :func:`offered`); where ``T < R``, Stream-K on ``R`` (where
+``T >= 2 R / 3`` only for a named transform: :func:`near_wave`) and on every in-step grid
+(:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``.
 Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in groups of
 :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`; ragged groups of
 :mod:`ctgraph.passes.raster` only for a count of tile rows with no divisor from 2 to :data:`RASTER` on a B that
@@ -67,6 +68,7 @@ __all__ = [
     "empty_cta",
     "few_empty",
     "hidden_padding",
+    "near_wave",
     "offered",
     "order_group",
     "ragged_rows",
@@ -112,6 +114,7 @@ SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
 #   16; docs/results/hybrid2-probe-h100.csv); in the tune tables the same tile data-parallel ran faster on 222 of
 #   the 286 shapes whose last wave the hybrid splits (1.07x at the geomean).
 NAMED_ONLY = frozenset({("streamk2tile", None), ("streamk_hybrid", 3), ("streamk_hybrid", 1)})
+NEAR_WAVE = (2, 3)  # Stream-K on a grid its tiles fill this far (T >= 2 g / 3) only for a named transform: near_wave
 
 Supports = Callable[[tuple[int, int, int], str, Layout, str], bool]  # tile, dtype, layout, path
 
@@ -463,11 +466,35 @@ def _candidates(
         c
         for t, lay in tiles_for(m, n, k, dtype, target, path, supports)
         for c in schedules(m, n, k, dtype, t, lay, target)
-        if offered(c, named)
+        if offered(c, m, n, named)
     ]
 
 
-def offered(config: Config, named: str | None = None) -> bool:
-    """Whether the ranker offers ``config`` for the transform ``named`` (None: ``transform="auto"``): a schedule of
-    :data:`NAMED_ONLY` only where the caller names its transform."""
-    return config.transform == named or (config.transform, config.sk_batches) not in NAMED_ONLY
+def offered(config: Config, m: int, n: int, named: str | None = None) -> bool:
+    """Whether the ranker offers ``config`` on an ``m x n`` output for the transform ``named`` (None:
+    ``transform="auto"``): a schedule of :data:`NAMED_ONLY`, and Stream-K on a grid its tiles nearly fill
+    (:func:`near_wave`), only where the caller names its transform."""
+    if config.transform == named:
+        return True
+    return (config.transform, config.sk_batches) not in NAMED_ONLY and not near_wave(config, m, n)
+
+
+def near_wave(config: Config, m: int, n: int) -> bool:
+    """Whether ``config`` is Stream-K on a grid that its ``T`` tiles fill to :data:`NEAR_WAVE` or more
+    (``3 T >= 2 g``). There Stream-K saves at most a third of one wave's K iterations, and nearly every tile is
+    shared by two workgroups (a fixup, a second prologue and epilogue); data-parallel runs the same tiles in one
+    wave, each whole.
+
+    Measured on an H200 (2026-11-29, cuBLAS in the same run, 2 rounds): of 80 fresh shapes (train seed, draws
+    2952000-2960000) whose ranker-first config was Stream-K, the 24 on such grids ran 1.095x the time of the fastest
+    of the ranker's first 8 configs at the geomean, and that was data-parallel on 19; on the 56 less full grids
+    1.049x, and Stream-K was the fastest on 29 (``docs/results/nearwave-probe-h200.csv``). In the tune tables the
+    next config the ranker offers ran 0.977x the time of such a Stream-K first on 10 train shapes, 0.985x on 8
+    validation ones.
+    The rule, stated before the run, on the 83 of 7874 fresh draws (2960000-2968000) whose first config it changes:
+    0.982x to 1.007x cuBLAS, faster by 2% on 37 and slower on 17; below 0.85x 13 to 4, p10 0.821 to 0.881
+    (``docs/results/nearwave-fresh-{before,after}-h200.csv``)."""
+    if config.transform != "streamk":
+        return False
+    tm, tn = tile_counts(m, n, config.tile)
+    return NEAR_WAVE[1] * tm * tn >= NEAR_WAVE[0] * config.workgroups

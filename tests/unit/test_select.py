@@ -31,6 +31,7 @@ from ctgraph.select.candidates import (
     empty_cta,
     few_empty,
     hidden_padding,
+    near_wave,
     offered,
     tall_wide,
     thin_grid,
@@ -699,7 +700,33 @@ def test_auto_never_offers_a_named_only_schedule(m, n, k, target):
     for named in ("streamk2tile", "streamk_hybrid"):
         more = candidates(m, n, k, "float16", target, "wgmma", CUDA.supports, named=named)
         assert [c for c in more if c.transform != named] == [c for c in pool if c.transform != named]
-        assert all(offered(c, named) for c in more)
+        assert all(offered(c, m, n, named) for c in more)
+
+
+@settings(max_examples=40, deadline=None)
+@given(aligned, aligned, aligned, targets)
+def test_auto_offers_no_stream_k_on_a_grid_its_tiles_nearly_fill(m, n, k, target):
+    """Stream-K on a grid its T tiles fill to two thirds or more (3 T >= 2 g: candidates.near_wave) is ranked only
+    for a caller who names "streamk"; naming it adds back exactly those grids."""
+    pool = candidates(m, n, k, "float16", target, "wgmma", CUDA.supports)
+    assert not any(near_wave(c, m, n) for c in pool)
+    named = candidates(m, n, k, "float16", target, "wgmma", CUDA.supports, named="streamk")
+    assert [c for c in named if not near_wave(c, m, n)] == pool
+    for c in named:
+        assert near_wave(c, m, n) == (c.transform == "streamk" and 3 * output_tiles(m, n, c.tile) >= 2 * c.workgroups)
+
+
+def test_near_wave_stream_k_is_left_to_a_named_transform():
+    """7496 x 280 x 5888 (a fresh draw of the probe): 60 tiles of 256 x 144 on 66 pairs; the ranker put Stream-K first
+    there, which ran 1.33x the time of 512 x 144 data-parallel. "auto" no longer ranks it, "streamk" still does."""
+    m, n, k = 7496, 280, 5888
+    sk = Config.parse("256x144x64 2b streamk g66 r6")
+    tile, layout = sk.tile, sk.layout
+    assert near_wave(sk, m, n) and not offered(sk, m, n) and offered(sk, m, n, "streamk")
+    assert sk not in candidates(m, n, k, "float16", H200, "wgmma", CUDA.supports)
+    assert sk in candidates(m, n, k, "float16", H200, "wgmma", CUDA.supports, named="streamk")
+    assert select_schedule(m, n, k, "float16", tile, layout, H200).config.transform != "streamk"
+    assert select_schedule(m, n, k, "float16", tile, layout, H200, "streamk").config.transform == "streamk"
 
 
 def test_a_fixed_tile_under_auto_gets_no_named_only_schedule():
@@ -707,7 +734,7 @@ def test_a_fixed_tile_under_auto_gets_no_named_only_schedule():
     still ranks both batch counts."""
     m, n, k, tile, layout = 4152, 4800, 1600, (128, 256, 64), Layout(1, "b", False)
     auto = select_schedule(m, n, k, "float16", tile, layout, H100_SXM)
-    assert auto.ranked and all(offered(c) for c, _ in auto.ranked)
+    assert auto.ranked and all(offered(c, m, n) for c, _ in auto.ranked)
     named = select_schedule(m, n, k, "float16", tile, layout, H100_SXM, "streamk_hybrid")
     assert {c.sk_batches for c, _ in named.ranked} == {1, 3}
 
