@@ -183,7 +183,7 @@ def test_a_thin_n_takes_only_clusters_sharing_b():
 def test_narrow_outputs_get_64_row_ctas_on_clusters_sharing_b():
     """Where the output's shorter side is at most NARROW, unswapped CTAs of 64 rows on clusters of 2 and 4 along m
     that share B are offered beside the other candidates (cuBLAS: 64 x 96 CTAs on clusters of 4 for 2272 x 272);
-    where both sides are longer they are not (they ran slower there: docs/benchmarks.md)."""
+    where both sides are longer they are not (they ran slower there: docs/decisions.md)."""
 
     def cta64(m: int, n: int) -> set[int]:
         """The cluster sizes of the 64-row CTAs sharing B offered for ``m x n``."""
