@@ -76,14 +76,17 @@ def _load(device: int, source: str, name: str, opts: CudaOptions, launch: Any) -
 
 def resolve_mainloop(opts: CudaOptions, dtype: str, macro_tile: tuple[int, int, int]) -> str:
     """``opts.mainloop`` made concrete: ``"auto"`` takes wgmma for sm_90a on a GPU of compute capability
-    9.0 when the macro tile fits it (:func:`hopper_layout`), mma.sync otherwise."""
+    9.0 when the macro tile fits it (:func:`hopper_layout`), mma.sync otherwise. A tile that does not fit the
+    wgmma path with ``pingpong=True`` raises: ping-pong is the wgmma path's, and mma.sync in its place ran 1.8x to
+    130x longer than the same config without it (10 of 30 configs, H200, 2026-11-29,
+    ``docs/results/pingpong-tail-h200.csv``)."""
     if opts.mainloop == "mma":
         return "mma"
     fits = True
     try:
         hopper_layout(macro_tile, dtype, opts)
     except ValueError:
-        if opts.mainloop == "wgmma":
+        if opts.mainloop == "wgmma" or opts.pingpong:
             raise
         fits = False
     if opts.mainloop == "wgmma":
