@@ -26,6 +26,7 @@ import ctypes
 import dataclasses
 import sys
 import threading
+import warnings
 import weakref
 from typing import Any
 
@@ -79,15 +80,24 @@ def resolve_mainloop(opts: CudaOptions, dtype: str, macro_tile: tuple[int, int, 
     9.0 when the macro tile fits it (:func:`hopper_layout`), mma.sync otherwise. A tile that does not fit the
     wgmma path with ``pingpong=True`` raises: ping-pong is the wgmma path's, and mma.sync in its place ran 1.8x to
     130x longer than the same config without it (10 of 30 configs, H200, 2026-11-29,
-    ``docs/results/pingpong-tail-h200.csv``)."""
+    ``docs/results/pingpong-tail-h200.csv``). Where the caller asked for a cluster layout (``cluster`` above 1,
+    ``multicast`` other than ``"b"``, or ``swap=True``) that the wgmma path refuses, the fallback warns: mma.sync runs
+    one CTA a workgroup, unswapped."""
     if opts.mainloop == "mma":
         return "mma"
     fits = True
     try:
         hopper_layout(macro_tile, dtype, opts)
-    except ValueError:
+    except ValueError as e:
         if opts.mainloop == "wgmma" or opts.pingpong:
             raise
+        if opts.cluster > 1 or opts.multicast not in (None, "b") or opts.swap:
+            warnings.warn(
+                f"{e}; mainloop='auto' runs macro_tile {macro_tile} on the mma.sync path instead, which ignores "
+                f"cluster={opts.cluster}, multicast={opts.multicast!r} and swap={opts.swap} (mainloop='wgmma' makes "
+                "this an error)",
+                stacklevel=2,
+            )
         fits = False
     if opts.mainloop == "wgmma":
         if opts.arch != "sm_90a":

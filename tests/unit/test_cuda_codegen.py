@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -828,6 +829,19 @@ def test_pingpong_layout(tile, options, ctas):
     staging = L["D_BUFFERS"] * L["D_STAGE"] * 2  # one more warpgroup's D boxes, and the two turn barriers
     assert L["SMEM_BYTES"] - cooperative["SMEM_BYTES"] == staging + 16 - (cooperative["STAGES"] - L["STAGES"]) * stage
     assert cooperative["PINGPONG"] == 0 and cooperative["WARPGROUPS"] == 1
+
+
+def test_a_cluster_layout_the_wgmma_path_refuses_warns_before_mma_sync():
+    """mainloop="auto" runs a tile the wgmma path refuses on mma.sync, one unswapped CTA a workgroup: where the caller
+    asked for a swapped or clustered layout it says so (a warning naming the options), and mainloop="wgmma" raises;
+    a plain tile falls back without a word."""
+    with pytest.warns(UserWarning, match=r"mma\.sync path instead, which ignores cluster=0, multicast=None and swap"):
+        assert cuda_kernel("dataparallel", tile=(64, 96, 64), swap=True).program.mainloop == "mma"
+    with pytest.raises(ValueError, match="the wgmma mainloop takes float16"):
+        _ = cuda_kernel("dataparallel", tile=(64, 96, 64), swap=True, mainloop="wgmma").source
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cuda_kernel("dataparallel", tile=(32, 32, 32)).program.mainloop == "mma"
 
 
 @pytest.mark.parametrize(
