@@ -50,6 +50,7 @@ from ..config import Config, Layout, cluster_grid
 from ..counts import (
     itemsize,
     k_iterations,
+    output_tiles,
     padding,
     split_chunks,
     split_sk_dp,
@@ -496,5 +497,4 @@ def near_wave(config: Config, m: int, n: int) -> bool:
     (``docs/results/nearwave-fresh-{before,after}-h200.csv``)."""
     if config.transform != "streamk":
         return False
-    tm, tn = tile_counts(m, n, config.tile)
-    return NEAR_WAVE[1] * tm * tn >= NEAR_WAVE[0] * config.workgroups
+    return NEAR_WAVE[1] * output_tiles(m, n, config.tile) >= NEAR_WAVE[0] * config.workgroups
