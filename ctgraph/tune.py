@@ -222,7 +222,10 @@ def run(
     for e in errors[:20]:
         print("  " + e, file=sys.stderr)
     parts = [str(out.with_suffix(f".part{g}.json")) for g in range(gpus)]
-    jobs = [(devices[g], mine[g::gpus], top, extra, dtype, parts[g], rounds, configs) for g in range(gpus)]
+    jobs = [  # each worker times the configs compiled above: they are ranked once, here
+        (devices[g], mine[g::gpus], top, extra, dtype, parts[g], rounds, {s: chosen[s] for s in mine[g::gpus]})
+        for g in range(gpus)
+    ]
     with ProcessPoolExecutor(max_workers=gpus, mp_context=mp.get_context("spawn")) as pool:
         list(pool.map(_worker, jobs))
     return merge([Path(p) for p in parts if Path(p).exists()], out)
