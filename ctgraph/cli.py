@@ -317,15 +317,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .deps import require
     from .select.cache import Table
-    from .select.fit import fit, is_current, timed_on
+    from .select.fit import fit, is_current, kernel_hash, timed_on
     from .select.model import load_correction
     from .target import known_target
 
     if args.check:  # is the shipped (or calibrated) correction fitted on the kernels this code generates?
         correction = load_correction(args.check)
-        current = is_current(correction)
-        print(f"{args.check}: {'current' if current else 'stale: the kernels changed since the fit; refit it'}")
-        return 0 if current else 1
+        if is_current(correction):
+            print(f"{args.check}: current")
+            return 0
+        print(
+            f"{args.check}: stale: fitted on kernels {correction.kernels}, this code generates {kernel_hash()}; time "
+            "its tables again (python -m ctgraph tune TABLE.json --retime --out NEW.json), then fit on those"
+        )
+        return 1
     if not (args.train and args.validation):
         if args.report:  # only the report: the correction in use, on these tables
             tables = [(path, Table.from_json(Path(path).read_text())) for path in args.report]

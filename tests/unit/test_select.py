@@ -660,7 +660,8 @@ def test_fit_check_says_whether_a_correction_matches_the_kernels(monkeypatch, ca
 
     monkeypatch.setattr(fitting, "kernel_hash", lambda *a: "kernels-of-today")
     assert main(["fit", "--check", "sm90"]) == 1  # the shipped fit was taken on other kernels than these
-    assert "stale" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "stale" in out and "kernels-of-today" in out and "--retime" in out  # what changed, and what to run
     assert main(["fit", "--check", "sm-unknown"]) == 0  # no fit: the analytic model alone is always current
     assert main(["fit"]) == 2 and "give a train and a validation table" in capsys.readouterr().err
 
