@@ -835,11 +835,11 @@ class HopperEmitter(Emitter):
         return "CTA_N / 64 + 1" if self.L["D_TAIL"] and not self.L["SWAP"] else "CTA_N / 64"
 
     def _release(self, bar: str) -> str:
-        """One thread per consumer warpgroup arrives on stage barrier ``bar``; in a cluster every producer writes
-        the stage, so it is released in every CTA: lane ``q`` of the warpgroup's first warp arrives on CTA ``q``'s
-        barrier, the ``CLUSTER`` arrivals in one instruction. (One thread arriving on each CTA in turn held the
-        warpgroup's next wgmma back by the chain of remote arrivals: 1.6% of the kernel time on clusters of 4,
-        2.5% on clusters of 8, on 76 fresh and tail shapes; H200, 2026-11-29.)"""
+        """A consumer warpgroup arrives once on stage barrier ``bar`` of every CTA that writes the stage: its
+        thread 0 on this CTA's; in a cluster every producer writes it, so lane ``q`` of the warpgroup's first warp
+        arrives on CTA ``q``'s, the ``CLUSTER`` arrivals in one instruction. (One thread arriving on each CTA in
+        turn held the warpgroup's next wgmma back by the chain of remote arrivals: 1.6% of the kernel time on
+        clusters of 4, 2.5% on clusters of 8, on 76 fresh and tail shapes; H200, 2026-11-29.)"""
         if self.L["CLUSTER"] == 1:
             self.templates.add("mbar_arrive")
             return f"if ((tid_ & 127) == 0) mbar_arrive({bar});"
