@@ -291,21 +291,27 @@ def _retime(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .select.cache import Table
     from .select.fit import kernel_hash
-    from .tune import parse_shard, run, stale
+    from .tune import parse_shard, run, stale, timed_before
 
     path = Path(args.shapes)
     if path.suffix != ".json" or not path.is_file():
         raise ValueError(f"tune --retime: give a tune table (a .json that tune wrote), got {args.shapes!r}")
-    old = Table.from_json(path.read_text())
-    configs = stale(old, kernel_hash())
+    old, out, kernels = Table.from_json(path.read_text()), Path(args.out), kernel_hash()
+    shard = parse_shard(args.shard)
+    before = timed_before(path, out, old.device, kernels)
+    if before.entries:  # an earlier run that stopped: keep what it timed, written at once so a later stop loses none
+        old = old.merged(before)
+        write_whole(out, (old if shard[1] == 1 else before).to_json())  # a shard's table holds its share alone
+        print(f"an earlier run timed {len(before.entries)} of the shapes on these kernels: kept (in {out})")
+    configs = stale(old, kernels)
     if not configs:
         print(f"{path}: every shape was timed on these kernels; nothing to time")
         return 0
     _require_gpu_stack("python -m ctgraph tune --retime")
-    out, shard = Path(args.out), parse_shard(args.shard)
     shapes = list(configs)
     new = run(shapes, out, shard=shard, rounds=args.rounds, configs=configs)
     if shard[1] > 1:  # this host's share alone: merged after the old table, every host's share wins over it
+        write_whole(out, before.merged(new).to_json())
         print(f"timed {len(new.entries)} stale shapes of this shard -> {out}; then tune --merge {path} SHARDS...")
         return 0
     write_whole(out, old.merged(new).to_json())

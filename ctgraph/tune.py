@@ -21,7 +21,8 @@ Spread over GPUs and hosts:
 Each shape's entry records the hash of the kernels that timed it (:func:`ctgraph.select.fit.kernel_hash`), and the
 fit refuses shapes timed on other kernels. After a kernel change, ``python -m ctgraph tune TABLE.json --retime --out
 NEW.json`` times again the configs of the shapes not timed on this code's kernels (:func:`stale`), and writes the
-table with their new entries.
+table with their new entries; stopped (by a time limit, say), it goes on where it stopped when run again with the
+same ``--out`` (:func:`timed_before`).
 
 Needs torch and a GPU (the merge does not).
 """
@@ -42,7 +43,7 @@ from . import knobs
 from .config import Config
 from .select.cache import Entry, Table, key, parse_key
 
-__all__ = ["configs_for", "merge", "parse_shard", "run", "stale", "tune"]
+__all__ = ["configs_for", "merge", "parse_shard", "run", "stale", "timed_before", "tune"]
 
 Shape = tuple[int, int, int]
 
@@ -112,6 +113,20 @@ def stale(table: Table, kernels: str, dtype: str = "float16") -> dict[Shape, lis
             if configs:
                 out[(m, n, k)] = configs
     return out
+
+
+def timed_before(path: Path, out: Path, device: str, kernels: str) -> Table:
+    """The entries of ``device`` timed on ``kernels`` that an earlier ``--retime`` from ``path`` to ``out`` left:
+    in ``out`` (where it is another file) and in its workers' parts (``out.part<g>.json``, which a stopped run
+    leaves). ``tune --retime`` keeps them, so a retime stopped by a time limit goes on where it stopped."""
+    found = [out] if out.is_file() and out.resolve() != path.resolve() else []
+    found += sorted(out.parent.glob(f"{out.stem}.part*.json"))
+    kept: dict[str, Entry] = {}
+    for p in found:
+        t = Table.from_json(p.read_text())
+        if t.device == device:
+            kept |= {k: e for k, e in t.entries.items() if e.kernels == kernels}
+    return Table(device, kept)
 
 
 def tune(

@@ -78,3 +78,49 @@ def test_retime_needs_a_table_and_times_nothing_where_every_shape_is_current(tmp
     csv.write_text("m,n,k\n1,2,3\n")
     assert main(["tune", str(csv), "--retime"]) == 2
     assert "--retime: give a tune table" in capsys.readouterr().err
+
+
+def test_retime_keeps_what_a_stopped_run_timed_and_writes_it_before_any_work(tmp_path, monkeypatch, capsys):
+    """A retime stopped by a time limit leaves its workers' parts (``out.part<g>.json``); run again, it keeps the
+    entries they hold that were timed on these kernels (not those of other kernels, not another device's) and
+    writes them to ``--out`` at once, so that a second stop loses none of them either."""
+    monkeypatch.setattr(fitting, "kernel_hash", lambda *a: "now")
+    path, out = tmp_path / "t.json", tmp_path / "new.json"
+    path.write_text(_table(before=[(1, 2, 3), (4, 5, 6), (7, 8, 9)]).to_json())
+    (tmp_path / "new.part0.json").write_text(_table(now=[(1, 2, 3)], before=[(4, 5, 6)]).to_json())
+    other = entries.Table("Other GPU", {entries.key(7, 8, 9, "float16"): _entry("now")})
+    (tmp_path / "new.part1.json").write_text(other.to_json())
+
+    def no_gpu(what: str) -> None:
+        raise RuntimeError(f"{what} needs a GPU")
+
+    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", no_gpu)
+    assert main(["tune", str(path), "--retime", "--out", str(out)]) == 2  # two shapes left to time, and no GPU
+    assert "an earlier run timed 1 of the shapes on these kernels: kept" in capsys.readouterr().out
+    written = entries.Table.from_json(out.read_text())
+    assert {k: e.kernels for k, e in written.entries.items()} == {
+        entries.key(1, 2, 3, "float16"): "now",
+        entries.key(4, 5, 6, "float16"): "before",
+        entries.key(7, 8, 9, "float16"): "before",
+    }
+    # the rest timed too (a later run's part): nothing left to time, and the table says so
+    (tmp_path / "new.part0.json").write_text(_table(now=[(4, 5, 6), (7, 8, 9)]).to_json())
+    assert main(["tune", str(path), "--retime", "--out", str(out)]) == 0
+    assert "nothing to time" in capsys.readouterr().out
+    assert stale(entries.Table.from_json(out.read_text()), "now") == {}
+
+
+def test_a_retime_shard_keeps_its_own_share_only(tmp_path, monkeypatch):
+    """A shard's ``--out`` is its share, merged with the others' later: the stopped run's entries go there, the old
+    table's do not (a stale entry in one shard's file would win over another shard's new one in the merge)."""
+    monkeypatch.setattr(fitting, "kernel_hash", lambda *a: "now")
+    path, out = tmp_path / "t.json", tmp_path / "s0.json"
+    path.write_text(_table(before=[(1, 2, 3), (4, 5, 6)]).to_json())
+    (tmp_path / "s0.part0.json").write_text(_table(now=[(1, 2, 3)]).to_json())
+
+    def no_gpu(what: str) -> None:
+        raise RuntimeError(f"{what} needs a GPU")
+
+    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", no_gpu)
+    assert main(["tune", str(path), "--retime", "--shard", "0/2", "--out", str(out)]) == 2
+    assert list(entries.Table.from_json(out.read_text()).entries) == [entries.key(1, 2, 3, "float16")]
