@@ -120,7 +120,7 @@ def timed_before(path: Path, out: Path, device: str, kernels: str) -> Table:
     in ``out`` (where it is another file) and in its workers' parts (``out.part<g>.json``, which a stopped run
     leaves). ``tune --retime`` keeps them, so a retime stopped by a time limit goes on where it stopped."""
     found = [out] if out.is_file() and out.resolve() != path.resolve() else []
-    found += sorted(out.parent.glob(f"{out.stem}.part*.json"))
+    found += sorted(out.parent.glob(out.with_suffix(".part*.json").name))  # named as run() names them
     kept: dict[str, Entry] = {}
     for p in found:
         t = Table.from_json(p.read_text())
