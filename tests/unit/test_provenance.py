@@ -80,6 +80,10 @@ def test_retime_needs_a_table_and_times_nothing_where_every_shape_is_current(tmp
     assert "--retime: give a tune table" in capsys.readouterr().err
 
 
+def _no_gpu(what: str) -> None:
+    raise RuntimeError(f"{what} needs a GPU")
+
+
 def test_retime_keeps_what_a_stopped_run_timed_and_writes_it_before_any_work(tmp_path, monkeypatch, capsys):
     """A retime stopped by a time limit leaves its workers' parts (``out.part<g>.json``); run again, it keeps the
     entries they hold that were timed on these kernels (not those of other kernels, not another device's) and
@@ -90,11 +94,7 @@ def test_retime_keeps_what_a_stopped_run_timed_and_writes_it_before_any_work(tmp
     (tmp_path / "new.part0.json").write_text(_table(now=[(1, 2, 3)], before=[(4, 5, 6)]).to_json())
     other = entries.Table("Other GPU", {entries.key(7, 8, 9, "float16"): _entry("now")})
     (tmp_path / "new.part1.json").write_text(other.to_json())
-
-    def no_gpu(what: str) -> None:
-        raise RuntimeError(f"{what} needs a GPU")
-
-    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", no_gpu)
+    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", _no_gpu)
     assert main(["tune", str(path), "--retime", "--out", str(out)]) == 2  # two shapes left to time, and no GPU
     assert "an earlier run timed 1 of the shapes on these kernels: kept" in capsys.readouterr().out
     written = entries.Table.from_json(out.read_text())
@@ -117,10 +117,6 @@ def test_a_retime_shard_keeps_its_own_share_only(tmp_path, monkeypatch):
     path, out = tmp_path / "t.json", tmp_path / "s0.json"
     path.write_text(_table(before=[(1, 2, 3), (4, 5, 6)]).to_json())
     (tmp_path / "s0.part0.json").write_text(_table(now=[(1, 2, 3)]).to_json())
-
-    def no_gpu(what: str) -> None:
-        raise RuntimeError(f"{what} needs a GPU")
-
-    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", no_gpu)
+    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", _no_gpu)
     assert main(["tune", str(path), "--retime", "--shard", "0/2", "--out", str(out)]) == 2
     assert list(entries.Table.from_json(out.read_text()).entries) == [entries.key(1, 2, 3, "float16")]
