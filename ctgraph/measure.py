@@ -74,25 +74,27 @@ def kernel_time(fn: Callable[[], Any], reps: int = 10) -> float:
         fn()
     stream.synchronize()
     graph = torch.cuda.CUDAGraph()
-    # NOTE: a garbage collection during the capture could free an old kernel's pycuda buffer, and a
-    # cuMemFree while a stream captures invalidates the capture: collect before, not during.
-    gc.collect()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    # NOTE: no garbage collection from the capture to the last sample. During the capture one could free an old
+    # kernel's pycuda buffer, and a cuMemFree while a stream captures invalidates the capture; between a start
+    # event and its replay, a collection's pause would be idle GPU time in the sample. Disabled, not collected
+    # first: a full collection of ctgraph's heap costs about 0.1 s, more than timing a small kernel (torch's own
+    # capture stopped collecting for the same reason), and what it would free is freed at the next one anyway.
     gc.disable()
     try:
         with torch.cuda.graph(graph, stream=stream):
             for _ in range(reps):
                 fn()
+        graph.replay()
+        for _ in range(SAMPLES):
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e-3 / reps)
     finally:
         gc.enable()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(SAMPLES):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3 / reps)
     return statistics.median(samples)
 
 

@@ -110,3 +110,65 @@ def test_timing_rounds_take_their_items_in_turn():
 
     assert [in_turn("abc", r) for r in range(4)] == [list("abc"), list("cba"), list("abc"), list("cba")]
     assert in_turn([], 1) == [] and in_turn(("x",), 1) == ["x"]
+
+
+def test_kernel_time_lets_no_collection_run_from_the_capture_to_its_last_sample(monkeypatch):
+    """measure.kernel_time on a stand-in torch: garbage collection is off while the graph captures (a cuMemFree
+    there invalidates the capture) and while the samples are taken, on again after, and never forced (a full
+    collection costs more than timing a small kernel)."""
+    import gc
+    import sys
+    import types
+    from contextlib import contextmanager
+
+    from ctgraph import measure
+
+    seen = []  # gc.isenabled() at each step, by what ran
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.t = 0.0
+
+        def record(self):
+            seen.append(("record", gc.isenabled()))
+            self.t = len(seen) * 1.0
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return end.t - self.t
+
+    class Graph:
+        def replay(self):
+            seen.append(("replay", gc.isenabled()))
+
+    @contextmanager
+    def capture(graph, stream=None):
+        seen.append(("capture", gc.isenabled()))
+        yield
+
+    @contextmanager
+    def on(stream):
+        yield
+
+    cuda = types.SimpleNamespace(
+        Stream=lambda: types.SimpleNamespace(synchronize=lambda: None),
+        stream=on,
+        CUDAGraph=Graph,
+        graph=capture,
+        Event=Event,
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    def forced():
+        raise AssertionError("kernel_time forced a collection")
+
+    monkeypatch.setattr(gc, "collect", forced)
+    assert gc.isenabled()
+    t = measure.kernel_time(lambda: seen.append(("fn", gc.isenabled())), reps=3)
+    assert gc.isenabled() and t > 0
+    first = next(i for i, (what, _) in enumerate(seen) if what == "capture")
+    assert all(on for _, on in seen[:first])  # the warm-up calls, before the capture
+    assert not any(on for _, on in seen[first:])
+    assert [w for w, _ in seen].count("replay") == 1 + measure.SAMPLES
