@@ -15,7 +15,7 @@ the largest whose mean log regret is within one standard error of the least (the
 cross-validation): the most regularised fit that ranks as well as the best within noise. The fit is stored with
 :func:`kernel_hash` of the kernels it timed, so a change to the kernels' sources says that the fit is stale
 (:func:`is_current`). Each shape of a tune table records the hash of the code that timed it, and the fit refuses
-shapes timed on other kernels than the hash it stores (``tune --retime`` times them again).
+shapes timed on other kernels than the hash it stores, or with none recorded (``tune --retime`` times them again).
 
 **Trees.** The features are few and mostly ratios; a linear sum misses how their effects bend with the shape
 (which layout streams B best at m near 128, say). A second stage fits gradient-boosted regression trees (LightGBM,
@@ -123,16 +123,18 @@ def timed_on(tables: Table | Sequence[Table]) -> dict[str, int]:
 
 
 def _timed_on_these(tables: Sequence[Table | Sequence[Table]], kernels: str) -> None:
-    """Raise where a shape of ``tables`` was timed on other kernels than ``kernels``: a fit keyed by a hash must
-    have measured the kernels that hash names (shapes whose hash was not recorded pass)."""
+    """Raise where a shape of ``tables`` was not timed on ``kernels``: a fit keyed by a hash must have measured the
+    kernels that hash names. A shape with no hash recorded (timed before 2026-11-28) is refused too: the kernels
+    have changed since (0c28b21), so whatever timed it was not these."""
     counts: Counter[str] = Counter()
     for t in tables:
         counts.update(timed_on(t))
-    other = {h: c for h, c in counts.items() if h not in ("", kernels)}
+    other = {h: c for h, c in counts.items() if h != kernels}
     if other:
+        which = [f"{c} on {h}" if h else f"{c} with none recorded" for h, c in sorted(other.items(), reverse=True)]
         raise ValueError(
-            f"fit: {sum(other.values())} of the tables' {counts.total()} shapes were timed on other kernels "
-            f"({', '.join(sorted(other))}) than this code generates ({kernels}); time them again with "
+            f"fit: {sum(other.values())} of the tables' {counts.total()} shapes were timed on other kernels than "
+            f"this code generates ({kernels}): {', '.join(which)}; time them again with "
             "python -m ctgraph tune TABLE.json --retime --out NEW.json"
         )
 

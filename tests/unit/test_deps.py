@@ -154,7 +154,7 @@ def test_fit_without_lightgbm(monkeypatch, tmp_path, capsys):
     table = Table.from_json(
         '{"device": "NVIDIA H100 80GB HBM3", "entries": {"1024,1024,1024,float16": {"config": '
         '"128x128x64 1b dataparallel g64 r1", "cublas": 1e-05, "seconds": {"128x128x64 1b dataparallel g64 r1": '
-        '1e-05, "128x256x64 1b dataparallel g32 r1": 2e-05}}}}'
+        '1e-05, "128x256x64 1b dataparallel g32 r1": 2e-05}, "kernels": "test"}}}'
     )
     with pytest.raises(MissingDependency, match=r"fitting the ranker's trees needs lightgbm"):
         fit(table, table, H100_SXM, kernels="test")

@@ -48,15 +48,18 @@ def test_timed_on_counts_the_shapes_of_each_hash():
 SHAPES = [(256 + 64 * i, 512 + 32 * i, 1024 + 128 * i) for i in range(6)]
 
 
-def test_the_fit_refuses_shapes_timed_on_other_kernels():
-    current, mixed = _table(now=SHAPES[:4], unrecorded=SHAPES[4:]), _table(now=SHAPES[:4], before=SHAPES[4:])
-    with pytest.raises(ValueError, match=r"2 of the tables' 12 shapes were timed on other kernels \(before\)"):
+def test_the_fit_refuses_shapes_timed_on_other_kernels_or_on_unrecorded_ones():
+    current, mixed = _table(now=SHAPES), _table(now=SHAPES[:4], before=SHAPES[4:])
+    with pytest.raises(ValueError, match=r"2 of the tables' 12 shapes were timed on other kernels .*: 2 on before;"):
         fitting.fit(current, mixed, H100_SXM, kernels="now")
+    unrecorded = _table(now=SHAPES[:3], before=SHAPES[3:4], unrecorded=SHAPES[4:])
+    with pytest.raises(ValueError, match=r"3 of .* \(now\): 1 on before, 2 with none recorded; time them again"):
+        fitting.fit(current, unrecorded, H100_SXM, kernels="now")
 
 
-def test_the_fit_takes_its_own_kernels_and_unrecorded_ones():
+def test_the_fit_takes_shapes_timed_on_its_own_kernels():
     pytest.importorskip("lightgbm")
-    current = _table(now=SHAPES[:4], unrecorded=SHAPES[4:])
+    current = _table(now=SHAPES)
     assert fitting.fit(current, current, H100_SXM, kernels="now").correction.kernels == "now"
 
 

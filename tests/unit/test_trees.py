@@ -135,7 +135,9 @@ def _synthetic(count: int, seed: int, truth) -> entries.Table:
             base, row = ranked_row(c, m, n, k, "float16", H100_SXM)
             secs[c] = base * math.exp(truth(dict(zip(TREE_INPUTS, row, strict=True))))
         best = min(secs, key=secs.__getitem__)
-        out[entries.key(m, n, k, "float16")] = entries.Entry(best, tuple(sorted((c.name, t) for c, t in secs.items())))
+        out[entries.key(m, n, k, "float16")] = entries.Entry(
+            best, tuple(sorted((c.name, t) for c, t in secs.items())), kernels="test"
+        )
     return entries.Table(H100_SXM.name, out)
 
 
