@@ -131,7 +131,8 @@ def _timed_on_these(tables: Sequence[Table | Sequence[Table]], kernels: str) -> 
         counts.update(timed_on(t))
     other = {h: c for h, c in counts.items() if h != kernels}
     if other:
-        which = [f"{c} on {h}" if h else f"{c} with none recorded" for h, c in sorted(other.items(), reverse=True)]
+        ordered = sorted(other.items(), key=lambda hc: (hc[0] == "", hc[0]))  # the unrecorded last
+        which = [f"{c} on {h}" if h else f"{c} with none recorded" for h, c in ordered]
         raise ValueError(
             f"fit: {sum(other.values())} of the tables' {counts.total()} shapes were timed on other kernels than "
             f"this code generates ({kernels}): {', '.join(which)}; time them again with "
