@@ -2,9 +2,9 @@
 
 ``compile(..., transform="auto", autotune=True)`` (or ``CTGRAPH_AUTOTUNE=1``) on a GPU: where the device's entries
 (:mod:`ctgraph.select.cache`) hold no config for this shape, the first :data:`TOP` candidates of the ranker are
-compiled, then timed on random operands in :data:`ROUNDS` interleaved rounds (kernel time,
-:func:`ctgraph.measure.kernel_time`, the median of the rounds), and the fastest is stored in
-the user's cache (``CTGRAPH_CACHE_DIR/autotune/``), where later calls and later processes find it. As Triton's
+compiled (their nvcc processes at once, :func:`compile_ahead`), then timed on random operands in :data:`ROUNDS`
+interleaved rounds (kernel time, :func:`ctgraph.measure.kernel_time`, the median of the rounds), and the fastest is
+stored in the user's cache (``CTGRAPH_CACHE_DIR/autotune/``), where later calls and later processes find it. As Triton's
 autotuner: the heuristic proposes, the search times, the result goes to a disk cache keyed by what changes the
 answer (device, shape, dtype).
 """
@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import statistics
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
@@ -24,7 +26,7 @@ from ..measure import in_turn
 from ..target import Target
 from .cache import Entry, key, store
 
-__all__ = ["ROUNDS", "TOP", "autotune", "interleaved", "time_configs"]
+__all__ = ["ROUNDS", "TOP", "autotune", "compile_ahead", "interleaved", "time_configs"]
 
 T = TypeVar("T")
 
@@ -64,8 +66,33 @@ def time_configs(
     for c in configs:
         with contextlib.suppress(ValueError, RuntimeError):  # a config that does not build times as infinity
             kernels[c] = build(c)
+    compile_ahead(list(kernels.values()))
     times = interleaved(list(kernels), rounds, lambda c: kernel_time(partial(_launch, kernels[c], A, B, D)))
     return {c: times.get(c, math.inf) for c in configs}
+
+
+def compile_ahead(kernels: list[Any]) -> None:
+    """Each kernel's binary compiled before any is timed, the compilers all at once: the programs (their sources)
+    are made here one by one (Python, deterministic), then each program's ``cubin()`` runs on a thread of its own,
+    which waits on its own nvcc process; the binaries land in the on-disk cache, where the first launch finds
+    them. So a first call with ``autotune=True`` waits for about one nvcc, not eight in a row. Kernels whose
+    program has no ``cubin`` (other backends) are left alone, and one that fails here fails again, and is timed
+    as infinity, when it is launched."""
+    programs = []
+    for kern in kernels:
+        with contextlib.suppress(ValueError, RuntimeError):
+            program = kern.program
+            if callable(getattr(program, "cubin", None)):
+                programs.append(program)
+    if len(programs) < 2:
+        return
+
+    def cubin(program: Any) -> None:
+        with contextlib.suppress(Exception):  # said again, where it matters, by the launch
+            program.cubin()
+
+    with ThreadPoolExecutor(max_workers=min(len(programs), os.cpu_count() or 1)) as pool:
+        list(pool.map(cubin, programs))
 
 
 def interleaved(items: list[T], rounds: int, time: Callable[[T], float]) -> dict[T, float]:

@@ -554,6 +554,50 @@ def test_autotune_times_in_interleaved_rounds_and_keeps_the_median():
         interleaved(["a"], 0, lambda x: 1.0)
 
 
+def test_autotune_compiles_every_candidate_at_once_from_programs_made_in_the_callers_thread(monkeypatch):
+    """compile_ahead: the programs (their sources) are made one by one in the calling thread; their ``cubin()`` run
+    at once (a barrier that all three must reach together); a program that fails to be made or to compile, and one
+    with no ``cubin`` (another backend), are passed over without stopping the others."""
+    import threading
+
+    from ctgraph.select.autotune import compile_ahead
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    caller, made, compiled = threading.get_ident(), [], []
+    together = threading.Barrier(3, timeout=10)
+
+    class Program:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def cubin(self) -> bytes:
+            together.wait()  # BrokenBarrierError (so never compiled) unless all three compile at the same time
+            if self.i == 1:
+                raise RuntimeError("nvcc failed")
+            compiled.append(self.i)
+            return b""
+
+    class Kern:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        @property
+        def program(self) -> Program:
+            made.append(threading.get_ident())
+            return Program(self.i)
+
+    class Unbuildable:
+        @property
+        def program(self) -> Program:
+            raise ValueError("does not fit the path")
+
+    other = type("OtherBackend", (), {"program": object()})()
+    compile_ahead([Kern(0), Unbuildable(), Kern(1), other, Kern(2)])
+    assert made == [caller] * 3 and sorted(compiled) == [0, 2]
+    compile_ahead([Kern(3)])  # one alone: nothing to overlap, compiled at its launch
+    assert made == [caller] * 4 and sorted(compiled) == [0, 2]
+
+
 def test_autotune_cache_stores_merges_and_reloads(tmp_path, monkeypatch):
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     c1 = Config((128, 128, 64), Layout(), "dataparallel", 64)
