@@ -143,9 +143,10 @@ def compile_config(
 
 
 def _autotune_build(graph: CoordinateGraph, target: str, options: dict[str, Any]) -> Any:
-    """How autotune compiles a candidate config of this GEMM (:mod:`ctgraph.select.autotune`)."""
+    """How autotune makes a candidate config of this GEMM (:mod:`ctgraph.select.autotune`): not yet built, so that
+    :func:`~ctgraph.select.autotune.time_configs` compiles every candidate at once; each loads at its first launch."""
     p = graph.attrs["gemm"]
-    return lambda c: compile_config(c, p.m, p.n, p.k, p.dtype, target, **options)
+    return lambda c: compile_config(c, p.m, p.n, p.k, p.dtype, target, **(options | {"build": False}))
 
 
 def compile(

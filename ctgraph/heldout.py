@@ -136,7 +136,7 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         from ctgraph.select.autotune import time_configs
 
         ranked = [c for c, _ in kern.selection.ranked[:regret]] if kern.selection else []
-        times = time_configs(m, n, k, "float16", ranked, lambda c: compile_config(c, m, n, k))
+        times = time_configs(m, n, k, "float16", ranked, lambda c: compile_config(c, m, n, k, build=False))
         chosen = kern.selection.config if kern.selection else None
         fastest, best = min([*times.items(), (chosen, statistics.median(ko))], key=lambda ct: ct[1])
         row["regret"] = statistics.median(ko) / best

@@ -187,7 +187,7 @@ def tune(
 def _build(config: Config, shape: Shape, dtype: str) -> Any:
     from .api import compile_config
 
-    return compile_config(config, *shape, dtype)
+    return compile_config(config, *shape, dtype, build=False)  # built at its first launch (time_configs)
 
 
 def _worker(args: tuple[str, list[Shape], int, int, str, str, int, dict[Shape, list[Config]] | None]) -> str:

@@ -48,7 +48,8 @@ def time_configs(
     m: int, n: int, k: int, dtype: str, configs: list[Config], build: Callable[[Config], Any], rounds: int = 1
 ) -> dict[Config, float]:
     """Kernel seconds of each config on one set of random operands (infinity where it does not build or run): every
-    config is built first, then timed in ``rounds`` interleaved rounds (forward, then backward, ...), and each keeps
+    config is made first (``build(c)``: a kernel not yet built, ``build=False``), all compiled at once
+    (:func:`compile_ahead`), then timed in ``rounds`` interleaved rounds (forward, then backward, ...), and each keeps
     the median of its rounds, so neither the compiler's pauses nor the clocks' drift in a run favour one config."""
     from ..deps import require
 
