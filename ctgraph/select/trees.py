@@ -9,7 +9,8 @@ where ``>= 0``, and leaf ``~c`` (``-c - 1``) where ``c < 0``. A tree of one leaf
 
 :func:`from_lightgbm` reads LightGBM's model dump (``Booster.dump_model()``), which is how
 :mod:`ctgraph.select.fit` fits the ensemble; only the fit needs LightGBM. :meth:`Trees.predict` walks every tree
-for every row at once: one step of all of them per level, as many steps as the deepest tree has levels.
+for every row at once, in one numbering of all the trees' nodes: a step moves each (tree, row) pair still at an inner
+node one level down, so the pairs that reached a leaf cost nothing more.
 """
 
 from __future__ import annotations
@@ -52,20 +53,25 @@ class Trees:
         return len(self.feature)
 
     @functools.cached_property
-    def _padded(self) -> tuple[np.ndarray, ...]:
-        """The arrays as (trees, most entries) matrices; padding is never reached."""
-        inner = max([1, *(len(f) for f in self.feature)])
+    def _flat(self) -> tuple[np.ndarray, ...]:
+        """The trees' nodes in one numbering (tree after tree): each inner node's input, threshold and children (a
+        leaf as ``~j``, ``j`` its place among all leaves), the leaves' values, and each tree's root."""
+        inner = np.cumsum([0, *(len(f) for f in self.feature)])
+        leaves = np.cumsum([0, *(len(v) for v in self.value)])
 
-        def pad(rows: Sequence[Sequence[float]], width: int, dtype: type) -> np.ndarray:
-            return np.array([list(r) + [0] * (width - len(r)) for r in rows], dtype=dtype)
+        def child(t: int, c: int) -> int:
+            return int(inner[t] + c) if c >= 0 else ~int(leaves[t] + ~c)
+
+        def cat(rows: tuple[tuple[Any, ...], ...], dtype: type) -> np.ndarray:
+            return np.array([x for r in rows for x in r], dtype=dtype)
 
         return (
-            pad(self.feature, inner, np.int64),
-            pad(self.threshold, inner, np.float64),
-            pad(self.left, inner, np.int64),
-            pad(self.right, inner, np.int64),
-            pad(self.value, inner + 1, np.float64),
-            np.array([0 if f else -1 for f in self.feature], dtype=np.int64),  # each tree's root
+            cat(self.feature, np.int64),
+            cat(self.threshold, np.float64),
+            np.array([child(t, c) for t, cs in enumerate(self.left) for c in cs], dtype=np.int64),
+            np.array([child(t, c) for t, cs in enumerate(self.right) for c in cs], dtype=np.int64),
+            cat(self.value, np.float64),
+            np.array([inner[t] if f else ~leaves[t] for t, f in enumerate(self.feature)], dtype=np.int64),
         )
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
@@ -76,17 +82,18 @@ class Trees:
         total = np.zeros(rows.shape[0])
         if not len(self):
             return total
-        feature, threshold, left, right, value, root = self._padded
-        trees, cols = np.arange(len(self))[:, None], np.arange(rows.shape[0])[None, :]
-        node = np.repeat(root[:, None], rows.shape[0], axis=1)
-        for _ in range(feature.shape[1]):  # a path visits each inner node once at most
-            inner = node >= 0
-            if not inner.any():
-                break
-            at = np.where(inner, node, 0)
-            step = np.where(rows[cols, feature[trees, at]] <= threshold[trees, at], left[trees, at], right[trees, at])
-            node = np.where(inner, step, node)
-        leaves = value[trees, ~node]
+        feature, threshold, left, right, value, root = self._flat
+        n, width = rows.shape
+        node = np.repeat(root, n)  # (tree, row) pairs, tree-major: each pair's node in the one numbering
+        start = np.tile(np.arange(n) * width, len(self))  # where each pair's row begins in the flat rows
+        flat = rows.ravel()
+        walking = np.flatnonzero(node >= 0)
+        while walking.size:  # one step of every pair still at an inner node; a path visits each node once at most
+            at = node[walking]
+            step = np.where(flat[start[walking] + feature[at]] <= threshold[at], left[at], right[at])
+            node[walking] = step
+            walking = walking[step >= 0]
+        leaves = value[~node].reshape(len(self), n)
         for t in range(leaves.shape[0]):  # tree by tree, each row on its own: a row's sum is the same in any batch
             total += leaves[t]
         return total
