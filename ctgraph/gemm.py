@@ -20,6 +20,7 @@ lowering can turn them into kernel arguments.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .arguments import positive_int
 from .counts import ceil_div, problem_tiles
@@ -57,16 +58,23 @@ def _dtype_name(dtype: object) -> str:
 
 def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: object) -> GemmProblem:
     """Validate ``gemm``'s arguments; ``ValueError`` names the argument and what is allowed."""
+    return _checked(m, n, k, macro_tile, dtype)[0]
+
+
+def _checked(m: object, n: object, k: object, macro_tile: object, dtype: object) -> tuple[GemmProblem, Any]:
+    """:func:`check_problem`, and for ``macro_tile="auto"`` the selection that chose the tile (else None)."""
     m_, n_, k_ = (positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
+    chosen = None
     if isinstance(macro_tile, str) and macro_tile == "auto":
         from .select.resolve import auto_tile
 
-        macro_tile = auto_tile(m_, n_, k_, _dtype_name(dtype))[1]
+        chosen = auto_tile(m_, n_, k_, _dtype_name(dtype))
+        macro_tile = chosen.selection.config.tile
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:
         raise ValueError(f"macro_tile must be three positive integers (BM, BN, BK) or 'auto', got {macro_tile!r}")
     entries: list[object] = list(macro_tile)  # type: ignore[call-overload]
     bm, bn, bk = (positive_int(f"macro_tile[{i}]", v) for i, v in enumerate(entries))
-    return GemmProblem(m_, n_, k_, macro_tile=(bm, bn, bk), dtype=_dtype_name(dtype))
+    return GemmProblem(m_, n_, k_, macro_tile=(bm, bn, bk), dtype=_dtype_name(dtype)), chosen
 
 
 def _tensor(
@@ -93,16 +101,19 @@ def gemm(
 
     ``macro_tile="auto"``: the tile :mod:`ctgraph.select` chooses for this shape on the GPU at hand (else on the
     known device of ``CTGRAPH_TARGET_DEVICE``, default the H100 SXM): the device's measured entry, else the
-    ranker's best candidate; ``graph.attrs["gemm"].macro_tile`` says which. ``compile(..., transform="auto")``
-    chooses again for the target it compiles for, and rebuilds the graph where the tile differs.
+    ranker's best candidate; ``graph.attrs["gemm"].macro_tile`` says which, and ``graph.attrs["auto_selection"]``
+    what chose it. ``compile(..., transform="auto")`` takes that selection where it compiles for the same target and
+    path, and otherwise chooses again for its own, rebuilding the graph where the tile differs.
 
     ``dtype`` is the type of A, B, C and D ("float16" or "float32"); accumulation is always fp32.
     """
-    p = check_problem(m, n, k, macro_tile, dtype)
+    p, chosen = _checked(m, n, k, macro_tile, dtype)
     bm, bn, bk = p.macro_tile
     g = CoordinateGraph()
     g.attrs["gemm"] = p
-    g.attrs["auto_tile"] = isinstance(macro_tile, str) and macro_tile == "auto"
+    g.attrs["auto_tile"] = chosen is not None
+    if chosen is not None:  # what chose the tile, for the target and path it chose on: compile's "auto" reuses it
+        g.attrs["auto_selection"] = chosen
     M, N, K = (p.m, "M", bm, "numTilesM"), (p.n, "N", bn, "numTilesN"), (p.k, "K", bk, "numTilesK")
     a_m, a_k = _tensor(g, "A", M, K)
     b_k, b_n = _tensor(g, "B", K, N)

@@ -10,6 +10,7 @@ without a GPU.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .. import knobs
@@ -22,6 +23,7 @@ from .autotune import autotune as run_autotune
 
 __all__ = [
     "LAYOUT_OPTIONS",
+    "AutoTile",
     "auto_layout",
     "choose",
     "default_target",
@@ -63,12 +65,26 @@ def _backend_name(target: Target) -> str:
     return "cpu" if target.family == "cpu" else "cuda"
 
 
-def auto_tile(m: int, n: int, k: int, dtype: str) -> tuple[Selection, tuple[int, int, int]]:
-    """``macro_tile="auto"`` in :func:`ctgraph.gemm`: the selection on :func:`default_target`, and its tile."""
+@dataclass(frozen=True)
+class AutoTile:
+    """What chose the tile of a graph built with ``macro_tile="auto"``: the selection, and the backend, target and
+    path it was made for. :func:`choose` takes it for a compile on the same three rather than select again (the
+    same inputs: the same answer), which halves the host time of a new shape's first call."""
+
+    selection: Selection
+    backend: str
+    target: Target
+    path: str
+
+    def made_for(self, name: str, target: Target, path: str) -> bool:
+        return (self.backend, self.target, self.path) == (name, target, path)
+
+
+def auto_tile(m: int, n: int, k: int, dtype: str) -> AutoTile:
+    """``macro_tile="auto"`` in :func:`ctgraph.gemm`: the selection on :func:`default_target`'s fastest path."""
     target = default_target()
-    path = target.paths(dtype, k, n)[0]
-    chosen = select(m, n, k, dtype, target, path, backend(_backend_name(target)).supports)
-    return chosen, chosen.config.tile
+    path, name = target.paths(dtype, k, n)[0], _backend_name(target)
+    return AutoTile(select(m, n, k, dtype, target, path, backend(name).supports), name, target, path)
 
 
 def given_layout(options: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +120,11 @@ def choose(
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
     if not given_layout(options):
-        chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
+        made = graph.attrs.get("auto_selection")
+        if isinstance(made, AutoTile) and made.made_for(name, target, path):
+            chosen = made.selection
+        else:
+            chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
         if graph.attrs.get("auto_tile"):
             if build is not None and chosen.source != "measured":
                 ranked = [c for c, _ in chosen.ranked]  # the ranker's first candidates, as select ranked them

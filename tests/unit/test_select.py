@@ -647,6 +647,27 @@ def test_cpu_auto_runs_and_matches_numpy():
     np.testing.assert_allclose(kern(A, B), A.astype(np.float64) @ B, rtol=1e-4, atol=1e-3)
 
 
+def test_a_graph_of_an_auto_tile_is_selected_once_for_its_target(monkeypatch):
+    """gemm(macro_tile="auto") selects for the GPU's target; compile(transform="auto") for that target and path takes
+    the graph's selection (one select for a new shape, not two), and selects again for another target."""
+    from ctgraph.select import resolve
+
+    calls = []
+    monkeypatch.setattr(resolve, "select", lambda *a, **kw: calls.append((a[4].family, a[5])) or select(*a, **kw))
+    g = ctgraph.gemm(1000, 4096, 4096, macro_tile="auto")
+    assert g.attrs["auto_selection"].selection.config.tile == g.attrs["gemm"].macro_tile and len(calls) == 1
+    once = ctgraph.compile(g, "auto", target="cuda", build=False)
+    assert len(calls) == 1 and once.selection == g.attrs["auto_selection"].selection
+    monkeypatch.setattr(resolve, "select", select)  # the same config as selecting again
+    fixed = ctgraph.gemm(1000, 4096, 4096, macro_tile=once.problem.macro_tile)
+    again = ctgraph.compile(fixed, "auto", target="cuda", build=False)
+    assert (again.transform, again.workgroups, again.raster) == (once.transform, once.workgroups, once.raster)
+    monkeypatch.setattr(resolve, "select", lambda *a, **kw: calls.append((a[4].family, a[5])) or select(*a, **kw))
+    ctgraph.compile(g, "auto", target="cuda", build=False, mainloop="mma")  # another path: selected again
+    ctgraph.compile(ctgraph.gemm(70, 50, 90, macro_tile="auto", dtype="float32"), "auto", target="cpu")
+    assert calls[1:] == [("sm90", "vector"), ("sm90", "scalar"), ("cpu", "cpu")]  # mma; the graph (fp32 on sm90); cpu
+
+
 class FakeBackend:
     """A backend as the contract says: target(), layout_of(), supports() (and build, not needed to select)."""
 
