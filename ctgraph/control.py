@@ -202,6 +202,13 @@ class ControlGraph:
         """The node record of ``tag`` (typed ``Any``: callers dispatch on its class)."""
         return self.nx.nodes[tag]["node"]
 
+    def structure(self) -> tuple:
+        """A hashable summary of the whole graph: the records by tag and the edges with their kinds. Graphs of equal
+        structure are the same program: the records hold every index as a sympy expression of the kernel's
+        parameters, so GEMMs that differ only in their sizes have it in common."""
+        nodes = tuple(self[t] for t in range(len(self)))
+        return nodes, tuple(sorted((u, v, k.value) for u, v, k in self.nx.edges(data="kind")))
+
     def __len__(self) -> int:
         return self.nx.number_of_nodes()
 

@@ -56,6 +56,7 @@ __all__ = ["CudaProgram", "resolve_mainloop"]
 
 MODULES = 256  # loaded functions kept for reuse (a program keeps its own alive)
 _MODULES: LRU[Any] = LRU(MODULES)  # (device, source, arch, entry point, launch) -> loaded function
+_SOURCES: LRU[str] = LRU(MODULES)  # (control graph's structure, options) -> generated CUDA C++
 _LOCK = threading.Lock()
 INT32_MAX = 2**31 - 1
 _CAPTURED: dict[int, Prepared] = {}  # launches made during a CUDA graph capture: their modules stay loaded
@@ -73,6 +74,20 @@ def _load(device: int, source: str, name: str, opts: CudaOptions, launch: Any) -
         if loaded is None:
             loaded = _MODULES.put(key, load_function(cubin(source, opts.arch), name, launch))
         return loaded
+
+
+def _generated(control: Any, opts: CudaOptions) -> str:
+    """:func:`generate`, once per control-graph structure and options: it is a function of those two alone, and a
+    new shape of a config seen before has the same structure (sizes are parameters), so its source is the one
+    printed before, and printing it again took about half the host time of a new shape's first call."""
+    key = (control.structure(), opts)
+    with _LOCK:
+        source = _SOURCES.get(key)
+    if source is None:
+        source = generate(control, opts)
+        with _LOCK:
+            _SOURCES.put(key, source)
+    return source
 
 
 def resolve_mainloop(opts: CudaOptions, dtype: str, macro_tile: tuple[int, int, int]) -> str:
@@ -162,7 +177,7 @@ class CudaProgram:
     def source_of(self, variant: str) -> str:
         """The CUDA C++ of ``variant`` (generated once; the fallbacks only when a call needs them)."""
         if variant not in self._sources:
-            self._sources[variant] = generate(self.control, self._options_of(variant))
+            self._sources[variant] = _generated(self.control, self._options_of(variant))
         return self._sources[variant]
 
     def layout_of(self, variant: str) -> dict[str, int]:

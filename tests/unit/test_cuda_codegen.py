@@ -423,7 +423,10 @@ def test_hopper_tiles_start_with_scale_d_zero_instead_of_zeroed_accumulators(tra
 def test_hopper_zeroes_the_accumulators_where_the_k_loop_may_not_run(monkeypatch):
     """Where the control graph does not show that the K loop runs, the accumulators are zeroed before it as on
     the mma.sync path, and every wgmma adds to them (scale-d = 1)."""
+    from lowering.cuda import runtime
+
     monkeypatch.setattr(ctgraph.control.ControlGraph, "enters", lambda self, loop: False)
+    monkeypatch.setattr(runtime, "_SOURCES", runtime.LRU(runtime.MODULES))  # printed again by the patched emitter
     src = cuda_kernel("streamk", tile=(128, 128, 64), mainloop="wgmma").source
     assert "acc[e_] = 0.f;" in src
     assert re.findall(r"wgmma_n128\(acc, da_, db_, ([^)]*)\);", src) == ["1"]
@@ -942,3 +945,29 @@ def test_a_bounded_wait_does_not_wait_when_a_launch_fails(monkeypatch):
     with pytest.raises(driver.CudaError, match="cuLaunchKernelEx"), driver.bounded_wait(0, 60.0, "the kernel"):
         raise driver.CudaError("cuLaunchKernelEx failed")
     assert fake.queries == 0 and fake.destroyed == 2
+
+
+def test_a_new_shape_of_a_config_seen_before_takes_the_source_printed_for_it(monkeypatch):
+    """Sizes are kernel parameters: shapes of one config have one control-graph structure, so the source is printed
+    once (``runtime._generated``), and what is taken is what printing it again gives."""
+    from lowering.cuda import runtime
+    from lowering.cuda.emit import generate
+
+    printed = []
+    monkeypatch.setattr(runtime, "generate", lambda cg, opts: printed.append(opts) or generate(cg, opts))
+    monkeypatch.setattr(runtime, "_SOURCES", runtime.LRU(runtime.MODULES))
+    for m, n, k, transform, mainloop in [
+        (1000, 4096, 4096, "dataparallel", "auto"),
+        (1008, 4096, 4096, "dataparallel", "auto"),
+        (37, 200, 8200, "dataparallel", "auto"),  # partial tiles on every side: the same program
+        (1000, 4096, 4096, "streamk", "auto"),
+        (1500, 1000, 3000, "streamk", "auto"),
+        (300, 512, 8192, "splitk_reduce", "auto"),
+        (301, 503, 8190, "splitk_reduce", "auto"),  # rows off 8: the same structure, the scalar variant
+        (1000, 4096, 4096, "streamk", "wgmma"),
+        (1016, 2048, 512, "streamk", "wgmma"),
+    ]:
+        g = ctgraph.gemm(m, n, k, (128, 128, 64))
+        program = ctgraph.compile(g, transform, target="cuda", build=False, mainloop=mainloop).program
+        assert program.source == generate(program.control, program._options_of(program.variant))
+    assert len(printed) == 5  # data-parallel, Stream-K, split-K's vector and scalar variants, Stream-K on wgmma
