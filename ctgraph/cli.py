@@ -409,11 +409,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def cmd_heldout(args: argparse.Namespace) -> int:
     from .heldout import by_kind, compare, read, run, stability, summary
     from .plot import picture_path, plot_heldout
+    from .target import known_target
 
     if args.plot:
         picture_path(args.plot, "heldout --plot")  # a bad path fails before any work starts
     if args.against and not Path(args.against).is_file():
         raise ValueError(f"heldout --against: {args.against!r} is not a file; give a CSV that heldout --out wrote")
+    if args.device is not None:
+        if not args.stability:
+            raise ValueError("heldout --device: only with --stability (a run times the GPU at hand)")
+        known_target(args.device)  # an unknown name fails before any work
     if args.summarize:  # a CSV an earlier run wrote: no GPU
         if not Path(args.shapes).is_file():
             raise ValueError(f"heldout --summarize: {args.shapes!r} is not a file; give a CSV that heldout --out wrote")
@@ -421,8 +426,10 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     else:
         shapes = _shapes(args.shapes, args.limit, args.skip)
         if args.stability:
+            on = args.device or "the H100 SXM"
             for d in (8, 64):
-                print(f"+{d}: {stability(shapes, d):.3f} of {len(shapes)} shapes keep their tile, layout and transform")
+                kept = stability(shapes, d, args.device)
+                print(f"+{d}: {kept:.3f} of {len(shapes)} shapes keep their tile, layout and transform ({on})")
             return 0
         _require_gpu_stack("python -m ctgraph heldout")
         rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
@@ -631,6 +638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--autotune", action="store_true", help="time the ranker's top candidates on first call")
     p.add_argument("--regret", type=int, default=0, metavar="N", help="also time the ranker's first N candidates")
     p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")
+    p.add_argument("--device", help="with --stability: a known device, e.g. 'NVIDIA H200' (default: the H100 SXM)")
     p.add_argument(
         "--summarize", action="store_true", help="SHAPES is a CSV an earlier run wrote: print its summary (no GPU)"
     )

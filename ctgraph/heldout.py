@@ -296,13 +296,13 @@ def by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def stability(shapes: list[Shape], delta: int) -> float:
+def stability(shapes: list[Shape], delta: int, device: str | None = None) -> float:
     """The share of shapes whose selected tile, layout and transform stay the same at ``+delta`` on m, n and k
-    (selected for the known H100 SXM: no GPU needed)."""
+    (selected for the known device ``device``, None: the H100 SXM; no GPU needed)."""
     same = 0
     for m, n, k in shapes:
-        a = _selection((m, n, k), None).config
-        b = _selection((m + delta, n + delta, k + delta), None).config
+        a = _selection((m, n, k), device).config
+        b = _selection((m + delta, n + delta, k + delta), device).config
         same += (a.tile, a.layout, a.transform) == (b.tile, b.layout, b.transform)
     return same / len(shapes)
 

@@ -168,6 +168,17 @@ def test_skip_and_limit_pick_a_slice_of_the_set(capsys):
         assert "--skip" in capsys.readouterr().err
 
 
+def test_stability_on_a_known_device_and_device_refused_elsewhere(capsys):
+    """``--stability --device NAME`` selects for that known device; ``--device`` without ``--stability`` (a run
+    times the GPU at hand) and an unknown name are refused before any work."""
+    assert main(["heldout", "test", "--skip", "196", "--stability", "--device", "NVIDIA H200"]) == 0
+    assert "of 4 shapes keep their tile, layout and transform (NVIDIA H200)" in capsys.readouterr().out
+    assert main(["heldout", "test", "--device", "NVIDIA H200"]) == 2
+    assert "only with --stability" in capsys.readouterr().err
+    assert main(["heldout", "test", "--stability", "--device", "NVIDIA H9"]) == 2
+    assert "unknown target device 'NVIDIA H9'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("visible", "want"),
     [
