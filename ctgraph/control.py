@@ -177,6 +177,7 @@ class ControlGraph:
 
     def __init__(self) -> None:
         self.nx = nx.DiGraph()
+        self._bodies: dict[int, tuple[int, ...]] = {}  # body() of each node asked for; add() forgets the parent's
 
     def add(self, node: Node, parent: int | None = None) -> int:
         """Add ``node``; with ``parent``, append it to the parent's body (after its last child)."""
@@ -186,6 +187,7 @@ class ControlGraph:
         self.nx.add_node(tag, node=node)
         if parent is not None:
             body = self.body(parent)
+            self._bodies.pop(parent, None)
             self.nx.add_edge(parent, tag, kind=Edge.Body)
             if body:
                 self.nx.add_edge(body[-1], tag, kind=Edge.Sequence)
@@ -216,14 +218,17 @@ class ControlGraph:
         return sorted(v for _, v, k in self.nx.out_edges(tag, data="kind") if k is kind)
 
     def body(self, tag: int) -> list[int]:
-        """The children of ``tag`` in execution order (Sequence edges, ties by tag)."""
-        kids = set(self._targets(tag, Edge.Body))
-        seq = nx.DiGraph()
-        seq.add_nodes_from(kids)
-        seq.add_edges_from(
-            (u, v) for u, v, k in self.nx.edges(data="kind") if k is Edge.Sequence and u in kids and v in kids
-        )
-        return list(nx.lexicographical_topological_sort(seq, key=int))
+        """The children of ``tag`` in execution order (Sequence edges, ties by tag); kept until a child is added,
+        since the emitters ask for each body many times."""
+        if tag not in self._bodies:
+            kids = set(self._targets(tag, Edge.Body))
+            seq = nx.DiGraph()
+            seq.add_nodes_from(kids)
+            seq.add_edges_from(
+                (u, v) for u, v, k in self.nx.edges(data="kind") if k is Edge.Sequence and u in kids and v in kids
+            )
+            self._bodies[tag] = tuple(nx.lexicographical_topological_sort(seq, key=int))
+        return list(self._bodies[tag])
 
     def initialize(self, loop: int) -> Assign:
         (t,) = self._targets(loop, Edge.Initialize)
