@@ -69,7 +69,7 @@ def _backend_name(target: Target) -> str:
 class AutoTile:
     """What chose the tile of a graph built with ``macro_tile="auto"``: the selection, and the backend, target and
     path it was made for. :func:`choose` takes it for a compile on the same three rather than select again (the
-    same inputs: the same answer), which halves the host time of a new shape's first call."""
+    same inputs: the same answer), which saves a new shape's first call one of its two selections."""
 
     selection: Selection
     backend: str

@@ -79,7 +79,7 @@ def _load(device: int, source: str, name: str, opts: CudaOptions, launch: Any) -
 def _generated(control: Any, opts: CudaOptions) -> str:
     """:func:`generate`, once per control-graph structure and options: it is a function of those two alone, and a
     new shape of a config seen before has the same structure (sizes are parameters), so its source is the one
-    printed before, and printing it again took about half the host time of a new shape's first call."""
+    printed before (printing it again was the largest part of such a shape's first call on the host)."""
     key = (control.structure(), opts)
     with _LOCK:
         source = _SOURCES.get(key)
