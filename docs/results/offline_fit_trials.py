@@ -7,11 +7,17 @@ largest; ``--h200-only`` fits the H200's tables alone.
 
     python docs/results/offline_fit_trials.py            # the model as shipped
     python docs/results/offline_fit_trials.py --p 4 --h200-only
+    python docs/results/offline_fit_trials.py --cv 5 --out max.json           # 5-fold over every table's shapes
+    python docs/results/offline_fit_trials.py --cv 5 --p 4 --against max.json  # and paired with the run before
 """
 
 import argparse
+import json
 import math
+import random
 from pathlib import Path
+
+import numpy as np
 
 import ctgraph.select.fit as F
 import ctgraph.select.model as M
@@ -35,6 +41,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--p", type=float, help="the p-norm of the bounds (default: their largest, as shipped)")
     ap.add_argument("--h200-only", action="store_true", help="fit the H200's tables alone")
+    ap.add_argument("--cv", type=int, metavar="K", help="K-fold over the shapes of every table, outside ones included")
+    ap.add_argument("--out", help="with --cv: write each shape's regret to this JSON")
+    ap.add_argument("--against", help="with --cv: the mean log regret's change from this --out, shape by shape")
     args = ap.parse_args()
     if args.p:
         p = args.p
@@ -44,6 +53,8 @@ def main() -> None:
 
         M._iteration = iteration
     F._timed_on_these = lambda tables, kernels: None  # NOTE: the old timings, knowingly: a trial, never shipped
+    if args.cv:
+        return cross_validate(args.cv, args.out, args.against)
     pairs = [p for p in PAIRS if not (args.h200_only and p in H100)]
     fit = F.fit(
         [table(f"{p}-train") for p in pairs],
@@ -62,6 +73,40 @@ def main() -> None:
         if name in OUTSIDE:
             logs, shapes = logs + count * math.log(regret), shapes + count
     print(f"outside the fit: {shapes} shapes, regret {math.exp(logs / shapes):.4f}")
+
+
+def cross_validate(folds: int, out: str | None, against: str | None) -> None:
+    """Each shape of every table in one of ``folds`` seeded folds; each fold refitted on the others (lambda and trees
+    chosen on the fold itself, alike for every variant) and its shapes' regrets kept."""
+    tables = [table(f"{p}-{s}") for p in PAIRS for s in ("train", "validation")] + [table(n) for n in OUTSIDE]
+    units = [(i, key) for i, t in enumerate(tables) for key in sorted(t.entries)]
+    random.Random(0).shuffle(units)
+    regrets: dict[str, float] = {}
+    for f in range(folds):
+        held = set(units[f::folds])
+
+        def part(inside: bool, held: set = held) -> list[Table]:
+            parts = [{k: e for k, e in t.entries.items() if ((i, k) in held) != inside} for i, t in enumerate(tables)]
+            return [Table(t.device, p) for t, p in zip(tables, parts, strict=True) if p]
+
+        fit = F.fit(part(True), part(False), known_target("NVIDIA H200"), kernels="offline")
+        for t in part(False):
+            rows = F.samples(t, known_target(t.device))
+            weights = np.array(fit.correction.weights)
+            for key, r in zip(F._groups(rows), F.regret(rows, weights, fit.correction.trees), strict=True):
+                regrets[f"{t.device}|{key}|{f}"] = r
+    logs = np.log(list(regrets.values()))
+    print(f"{folds}-fold: {len(logs)} shapes, regret {math.exp(logs.mean()):.4f}")
+    if out:
+        Path(out).write_text(json.dumps(regrets, indent=0, sort_keys=True))
+    if against:
+        before = json.loads(Path(against).read_text())
+        d = np.array([math.log(regrets[k] / before[k]) for k in sorted(regrets)])
+        se = d.std(ddof=1) / math.sqrt(len(d))
+        print(
+            f"against {against}: mean log regret {d.mean():+.4f} (standard error {se:.4f}), "
+            f"better on {(d < 0).sum()}, worse on {(d > 0).sum()}"
+        )
 
 
 if __name__ == "__main__":
