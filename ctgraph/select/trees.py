@@ -65,11 +65,12 @@ class Trees:
         def cat(rows: tuple[tuple[Any, ...], ...], dtype: type) -> np.ndarray:
             return np.array([x for r in rows for x in r], dtype=dtype)
 
+        pairs = enumerate(zip(self.left, self.right, strict=True))
+        children = [(child(t, a), child(t, b)) for t, (left, right) in pairs for a, b in zip(left, right, strict=True)]
         return (
             cat(self.feature, np.int64),
             cat(self.threshold, np.float64),
-            np.array([child(t, c) for t, cs in enumerate(self.left) for c in cs], dtype=np.int64),
-            np.array([child(t, c) for t, cs in enumerate(self.right) for c in cs], dtype=np.int64),
+            np.array(children, dtype=np.int64).ravel(),  # node i's left at 2i, its right at 2i + 1
             cat(self.value, np.float64),
             np.array([inner[t] if f else ~leaves[t] for t, f in enumerate(self.feature)], dtype=np.int64),
         )
@@ -82,7 +83,7 @@ class Trees:
         total = np.zeros(rows.shape[0])
         if not len(self):
             return total
-        feature, threshold, left, right, value, root = self._flat
+        feature, threshold, children, value, root = self._flat
         n, width = rows.shape
         node = np.repeat(root, n)  # (tree, row) pairs, tree-major: each pair's node in the one numbering
         start = np.tile(np.arange(n) * width, len(self))  # where each pair's row begins in the flat rows
@@ -90,8 +91,8 @@ class Trees:
         walking = np.flatnonzero(node >= 0)
         while walking.size:  # one step of every pair still at an inner node; a path visits each node once at most
             at = node[walking]
-            step = np.where(flat[start[walking] + feature[at]] <= threshold[at], left[at], right[at])
-            node[walking] = step
+            right = ~(flat[start[walking] + feature[at]] <= threshold[at])  # left where x <= threshold
+            node[walking] = step = children[2 * at + right]
             walking = walking[step >= 0]
         leaves = value[~node].reshape(len(self), n)
         for t in range(leaves.shape[0]):  # tree by tree, each row on its own: a row's sum is the same in any batch
