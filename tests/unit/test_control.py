@@ -62,17 +62,20 @@ def test_controlgraph_add_body_sequence_and_loop_assignments():
     assert cg.root == root
     assert cg.body(root) == [loop, tail]
     assert cg.body(loop) == [a, b]
+    cg.body(loop).append(root)  # a copy: the kept order is not the caller's to change
+    c = cg.add(C.Multiply(), loop)  # a body asked for, then grown: asked again, it has the new child
+    assert cg.body(loop) == [a, b, c] and cg.body(root) == [loop, tail]
     assert cg.initialize(loop) == C.Assign(i, sympy.Integer(0))
     assert cg.increment(loop) == C.Assign(i, i + 2)
     # Initialize/Increment assignments are not part of the body
-    assert [t for t, _ in cg.walk()] == [root, loop, a, b, tail]
-    assert [d for _, d in cg.walk()] == [0, 1, 2, 2, 1]
-    assert cg.nodes(C.Multiply) == [b]
-    assert len(cg) == 7  # 5 body nodes + the loop's init and increment
+    assert [t for t, _ in cg.walk()] == [root, loop, a, b, c, tail]
+    assert [d for _, d in cg.walk()] == [0, 1, 2, 2, 2, 1]
+    assert cg.nodes(C.Multiply) == [b, c]
+    assert len(cg) == 8  # 6 body nodes + the loop's init and increment
     kinds_of = {(cg.nx.edges[u, v]["kind"]) for u, v in cg.nx.edges}
     assert kinds_of == set(C.Edge)
     text = cg.pretty().splitlines()
-    assert len(text) == 5 and text[0].startswith(f"[{root}] Kernel(") and text[2].startswith("    [")
+    assert len(text) == 6 and text[0].startswith(f"[{root}] Kernel(") and text[2].startswith("    [")
 
 
 def test_controlgraph_rejects_non_nodes_and_needs_one_kernel():
