@@ -192,11 +192,16 @@ class CoordinateGraph:
 
     def dimensions(self, kind: type | None = None, **attrs: Any) -> list[int]:
         """Tags of the dimensions of type ``kind`` whose fields equal ``attrs``, in tag order."""
-        return [t for t in self if self.is_dimension(t) and self._matches(self[t], kind, attrs)]
+        return self._elements(Dimension, kind, attrs)
 
     def edges(self, kind: type | None = None, **attrs: Any) -> list[int]:
         """Tags of the edges of type ``kind`` whose fields equal ``attrs``, in tag order."""
-        return [t for t in self if self.is_edge(t) and self._matches(self[t], kind, attrs)]
+        return self._elements(Edge, kind, attrs)
+
+    def _elements(self, family: type, kind: type | None, attrs: Mapping[str, Any]) -> list[int]:
+        """Tags of the ``family`` elements (dimensions or edges) that :meth:`_matches` takes, in tag order."""
+        elements = self.nx.nodes(data="element")
+        return [t for t in sorted(self.nx) if isinstance(e := elements[t], family) and self._matches(e, kind, attrs)]
 
     def find(self, kind: type, **attrs: Any) -> int:
         """The one dimension of type ``kind`` with ``attrs``; ``ValueError`` if there is none or several."""
