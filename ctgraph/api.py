@@ -215,7 +215,7 @@ def compile(
     if target == "cuda" and build:
         require_cuda("compile(target='cuda') with build=True")
     selection = None
-    auto_tile = bool(graph.attrs.get("auto_tile"))
+    auto_tile = "auto_selection" in graph.attrs  # built with macro_tile="auto"
     if transform == "auto" or workgroups in (None, "auto") or auto_tile or auto_layout or raster == "auto":
         from .select.resolve import auto_layout as ranked_layout
         from .select.resolve import choose, given_layout, layout_for, resident, target_of, wgmma_options

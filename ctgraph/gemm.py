@@ -20,13 +20,16 @@ lowering can turn them into kernel arguments.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .arguments import positive_int
 from .counts import ceil_div, problem_tiles
 from .dimensions import ForLoop, MacroTileIndex, MacroTileNumber, SubDimension, User
 from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
+
+if TYPE_CHECKING:
+    from .select.resolve import AutoTile
 
 __all__ = ["DTYPES", "GemmProblem", "gemm"]
 
@@ -61,10 +64,10 @@ def check_problem(m: object, n: object, k: object, macro_tile: object, dtype: ob
     return _checked(m, n, k, macro_tile, dtype)[0]
 
 
-def _checked(m: object, n: object, k: object, macro_tile: object, dtype: object) -> tuple[GemmProblem, Any]:
+def _checked(m: object, n: object, k: object, macro_tile: object, dtype: object) -> tuple[GemmProblem, AutoTile | None]:
     """:func:`check_problem`, and for ``macro_tile="auto"`` the selection that chose the tile (else None)."""
     m_, n_, k_ = (positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k)))
-    chosen = None
+    chosen: AutoTile | None = None
     if isinstance(macro_tile, str) and macro_tile == "auto":
         from .select.resolve import auto_tile
 
@@ -111,7 +114,6 @@ def gemm(
     bm, bn, bk = p.macro_tile
     g = CoordinateGraph()
     g.attrs["gemm"] = p
-    g.attrs["auto_tile"] = chosen is not None
     if chosen is not None:  # what chose the tile, for the target and path it chose on: compile's "auto" reuses it
         g.attrs["auto_selection"] = chosen
     M, N, K = (p.m, "M", bm, "numTilesM"), (p.n, "N", bn, "numTilesN"), (p.k, "K", bk, "numTilesK")

@@ -120,12 +120,12 @@ def choose(
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
     if not given_layout(options):
-        made = graph.attrs.get("auto_selection")
-        if isinstance(made, AutoTile) and made.made_for(name, target, path):
+        made = graph.attrs.get("auto_selection")  # a graph built with macro_tile="auto": what chose its tile
+        if made is not None and made.made_for(name, target, path):
             chosen = made.selection
         else:
             chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
-        if graph.attrs.get("auto_tile"):
+        if made is not None:
             if build is not None and chosen.source != "measured":
                 ranked = [c for c, _ in chosen.ranked]  # the ranker's first candidates, as select ranked them
                 entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, build)
