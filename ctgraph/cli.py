@@ -271,6 +271,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not args.shapes:
         raise ValueError("tune: give a shape set (or --merge TABLES)")
     positive_int("tune: --rounds", args.rounds)  # before the GPU stack is asked for
+    if args.fraction != 1 and not args.retime:
+        raise ValueError(f"tune: --fraction {args.fraction:g} is a share of a table to time again: add --retime")
     if args.retime:
         return _retime(args)
     shapes = _shapes(args.shapes, args.limit, args.skip)
@@ -291,12 +293,18 @@ def _retime(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .select.cache import Table
     from .select.fit import kernel_hash
-    from .tune import parse_shard, run, stale, timed_before
+    from .tune import parse_shard, run, sample, stale, timed_before
 
     path = Path(args.shapes)
     if path.suffix != ".json" or not path.is_file():
         raise ValueError(f"tune --retime: give a tune table (a .json that tune wrote), got {args.shapes!r}")
-    old, out, kernels = Table.from_json(path.read_text()), Path(args.out), kernel_hash()
+    old, out = Table.from_json(path.read_text()), Path(args.out)
+    if args.fraction != 1:  # a share of the table, drawn from its keys: --out holds that share alone
+        if out.resolve() == path.resolve():
+            raise ValueError(f"tune --retime --fraction: --out must be another file than {path} (it holds the share)")
+        old = sample(old, args.fraction)
+        print(f"a seeded {args.fraction:g} of {path}'s shapes: {len(old.entries)}")
+    kernels = kernel_hash()
     shard = parse_shard(args.shard)
     before = timed_before(path, out, old.device, kernels)
     if before.entries:  # an earlier run that stopped: keep what it timed, written at once so a later stop loses none
@@ -603,6 +611,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--retime",
         action="store_true",
         help="SHAPES is a tune table: time again the configs of its shapes not timed on this code's kernels",
+    )
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="with --retime: a seeded share F (0 < F <= 1) of the table's shapes, --out holds them alone (default 1)",
     )
     p.add_argument("--install", action="store_true", help="add the entries to this device's autotune cache")
     p.set_defaults(func=cmd_tune)

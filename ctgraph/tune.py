@@ -22,7 +22,9 @@ Each shape's entry records the hash of the kernels that timed it (:func:`ctgraph
 fit refuses shapes timed on other kernels. After a kernel change, ``python -m ctgraph tune TABLE.json --retime --out
 NEW.json`` times again the configs of the shapes not timed on this code's kernels (:func:`stale`), and writes the
 table with their new entries; stopped (by a time limit, say), it goes on where it stopped when run again with the
-same ``--out`` (:func:`timed_before`).
+same ``--out`` (:func:`timed_before`). ``--fraction F`` times a seeded share of the table's shapes instead
+(:func:`sample`; ``--out`` then holds those alone): where device time is short, a half of each table fits a
+correction within a tenth of a percent of regret of all of it (docs/decisions.md).
 
 Needs torch and a GPU (the merge does not).
 """
@@ -43,7 +45,7 @@ from . import knobs
 from .config import Config
 from .select.cache import Entry, Table, key, parse_key
 
-__all__ = ["configs_for", "merge", "parse_shard", "run", "stale", "timed_before", "tune"]
+__all__ = ["configs_for", "merge", "parse_shard", "run", "sample", "stale", "timed_before", "tune"]
 
 Shape = tuple[int, int, int]
 
@@ -113,6 +115,18 @@ def stale(table: Table, kernels: str, dtype: str = "float16") -> dict[Shape, lis
             if configs:
                 out[(m, n, k)] = configs
     return out
+
+
+def sample(table: Table, fraction: float) -> Table:
+    """A seeded ``fraction`` (0 < fraction <= 1) of ``table``'s shapes, at least one: the first of its keys shuffled
+    with a fixed seed. The draw depends on the keys alone, so a stopped ``tune --retime --fraction`` goes on with
+    the same shapes, and a larger fraction later holds a smaller one's (it times only the shapes added)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"tune --retime: --fraction must be in (0, 1], the share of the table to time, got {fraction}")
+    keys = sorted(table.entries)
+    random.Random(0).shuffle(keys)
+    kept = keys[: max(1, round(fraction * len(keys)))]
+    return Table(table.device, {k: table.entries[k] for k in sorted(kept)})
 
 
 def timed_before(path: Path, out: Path, device: str, kernels: str) -> Table:

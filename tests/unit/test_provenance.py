@@ -11,7 +11,7 @@ from ctgraph.cli import main
 from ctgraph.select import H100_SXM, Config, Layout
 from ctgraph.select import cache as entries
 from ctgraph.select import fit as fitting
-from ctgraph.tune import stale
+from ctgraph.tune import sample, stale
 
 C1 = Config((128, 128, 64), Layout(), "dataparallel", 64)
 C2 = Config((64, 128, 64), Layout(), "streamk", 132)
@@ -123,3 +123,43 @@ def test_a_retime_shard_keeps_its_own_share_only(tmp_path, monkeypatch):
     monkeypatch.setattr("ctgraph.cli._require_gpu_stack", _no_gpu)
     assert main(["tune", str(path), "--retime", "--shard", "0/2", "--out", str(out)]) == 2
     assert list(entries.Table.from_json(out.read_text()).entries) == [entries.key(1, 2, 3, "float16")]
+
+
+def test_sample_is_a_seeded_nested_share_of_the_keys():
+    table = _table(before=[(s, 8, 8) for s in range(1, 41)])
+    half, quarter = sample(table, 0.5), sample(table, 0.25)
+    assert len(half.entries) == 20 and len(quarter.entries) == 10 and half.device == table.device
+    assert set(quarter.entries) < set(half.entries)  # a larger share later times only the shapes it adds
+    assert sample(table, 0.5) == half and sample(table, 1.0) == table
+    assert half.entries != {k: table.entries[k] for k in sorted(table.entries)[:20]}  # drawn, not the first keys
+    assert len(sample(_table(before=[(1, 2, 3)]), 0.01).entries) == 1  # at least one
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"--fraction must be in \(0, 1\]"):
+            sample(table, bad)
+
+
+def test_a_retime_of_a_fraction_times_its_share_alone_and_goes_on_with_it(tmp_path, monkeypatch, capsys):
+    """``--fraction``: ``--out`` holds the share of the table's shapes alone (what a fit on it takes), the same share
+    again after a stop; refused where ``--out`` is the table itself, and without ``--retime``."""
+    monkeypatch.setattr(fitting, "kernel_hash", lambda *a: "now")
+    shapes = [(s, 16, 16) for s in range(1, 9)]
+    path, out = tmp_path / "t.json", tmp_path / "half.json"
+    path.write_text(_table(before=shapes).to_json())
+    share = sorted(sample(_table(before=shapes), 0.5).entries)
+    first = entries.parse_key(share[0])[:3]
+    (tmp_path / "half.part0.json").write_text(_table(now=[first]).to_json())  # a stopped run timed one of them
+    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", _no_gpu)
+    assert main(["tune", str(path), "--retime", "--fraction", "0.5", "--out", str(out)]) == 2  # three left, no GPU
+    assert "a seeded 0.5 of" in capsys.readouterr().out
+    written = entries.Table.from_json(out.read_text())
+    assert sorted(written.entries) == share and written.entries[share[0]].kernels == "now"
+    assert sorted(stale(written, "now")) == [entries.parse_key(k)[:3] for k in share[1:]]
+    (tmp_path / "half.part0.json").write_text(_table(now=[entries.parse_key(k)[:3] for k in share]).to_json())
+    assert main(["tune", str(path), "--retime", "--fraction", "0.5", "--out", str(out)]) == 0
+    assert "nothing to time" in capsys.readouterr().out
+    assert main(["tune", str(path), "--retime", "--fraction", "0.5", "--out", str(path)]) == 2
+    assert "--out must be another file" in capsys.readouterr().err
+    assert main(["tune", str(path), "--fraction", "0.5", "--out", str(out)]) == 2
+    assert "add --retime" in capsys.readouterr().err
+    assert main(["tune", str(path), "--retime", "--fraction", "2", "--out", str(out)]) == 2
+    assert "--fraction must be in (0, 1]" in capsys.readouterr().err
