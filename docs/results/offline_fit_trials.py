@@ -3,12 +3,14 @@
 Refits the correction on the tables of the shipped fit with the kernel-hash check bypassed (their timings predate
 0c28b21, so nothing here may be shipped) and prints the regrets: train, validation, the analytic model alone, and
 the tables outside the fit. ``--p P`` takes a K step's time as the p-norm of the model's bounds instead of their
-largest; ``--h200-only`` fits the H200's tables alone.
+largest; ``--h200-only`` fits the H200's tables alone; ``--keep F`` (with ``--cv``) fits each fold on a seeded
+fraction F of the other shapes: the learning curve that says how many shapes ``tune --retime`` must time again.
 
     python docs/results/offline_fit_trials.py            # the model as shipped
     python docs/results/offline_fit_trials.py --p 4 --h200-only
     python docs/results/offline_fit_trials.py --cv 5 --out max.json           # 5-fold over every table's shapes
     python docs/results/offline_fit_trials.py --cv 5 --p 4 --against max.json  # and paired with the run before
+    python docs/results/offline_fit_trials.py --cv 5 --p 4 --h200-only --keep 0.5   # half the H200's shapes fitted
 """
 
 import argparse
@@ -44,6 +46,7 @@ def main() -> None:
     ap.add_argument("--cv", type=int, metavar="K", help="K-fold over the shapes of every table, outside ones included")
     ap.add_argument("--out", help="with --cv: write each shape's regret to this JSON")
     ap.add_argument("--against", help="with --cv: the mean log regret's change from this --out, shape by shape")
+    ap.add_argument("--keep", type=float, default=1.0, help="with --cv: fit each fold on this fraction of the others")
     args = ap.parse_args()
     if args.p:
         p = args.p
@@ -54,7 +57,7 @@ def main() -> None:
         M._iteration = iteration
     F._timed_on_these = lambda tables, kernels: None  # NOTE: the old timings, knowingly: a trial, never shipped
     if args.cv:
-        return cross_validate(args.cv, args.out, args.against)
+        return cross_validate(args.cv, args.out, args.against, args.keep, args.h200_only)
     pairs = [p for p in PAIRS if not (args.h200_only and p in H100)]
     fit = F.fit(
         [table(f"{p}-train") for p in pairs],
@@ -75,26 +78,38 @@ def main() -> None:
     print(f"outside the fit: {shapes} shapes, regret {math.exp(logs / shapes):.4f}")
 
 
-def cross_validate(folds: int, out: str | None, against: str | None) -> None:
+def cross_validate(folds: int, out: str | None, against: str | None, keep: float, h200_only: bool) -> None:
     """Each shape of every table in one of ``folds`` seeded folds; each fold refitted on the others (lambda and trees
-    chosen on the fold itself, alike for every variant) and its shapes' regrets kept."""
-    tables = [table(f"{p}-{s}") for p in PAIRS for s in ("train", "validation")] + [table(n) for n in OUTSIDE]
+    chosen on the fold itself, alike for every variant) and its shapes' regrets kept. ``keep``: each fold fitted on
+    that seeded fraction of the others (the same draw for every variant); ``h200_only``: the H100's tables never
+    fitted, only scored (as after a retime, which an H200 cannot do for them)."""
+    names = [f"{p}-{s}" for p in PAIRS for s in ("train", "validation")] + OUTSIDE
+    tables = [table(n) for n in names]
+    fitted = [not (h200_only and n.rsplit("-", 1)[0] in H100) for n in names]
     units = [(i, key) for i, t in enumerate(tables) for key in sorted(t.entries)]
     random.Random(0).shuffle(units)
     regrets: dict[str, float] = {}
+    timings = 0
     for f in range(folds):
         held = set(units[f::folds])
+        rest = [u for u in units if u not in held and fitted[u[0]]]
+        kept = set(random.Random(1 + f).sample(rest, round(keep * len(rest))))
+        timings += sum(len(tables[i].entries[key].seconds) for i, key in kept)
 
-        def part(inside: bool, held: set = held) -> list[Table]:
-            parts = [{k: e for k, e in t.entries.items() if ((i, k) in held) != inside} for i, t in enumerate(tables)]
+        def part(chosen: set) -> list[Table]:
+            parts = [{k: e for k, e in t.entries.items() if (i, k) in chosen} for i, t in enumerate(tables)]
             return [Table(t.device, p) for t, p in zip(tables, parts, strict=True) if p]
 
-        fit = F.fit(part(True), part(False), known_target("NVIDIA H200"), kernels="offline")
-        for t in part(False):
+        fit = F.fit(part(kept), part(held), known_target("NVIDIA H200"), kernels="offline")
+        for t in part(held):
             rows = F.samples(t, known_target(t.device))
             weights = np.array(fit.correction.weights)
             for key, r in zip(F._groups(rows), F.regret(rows, weights, fit.correction.trees), strict=True):
                 regrets[f"{t.device}|{key}|{f}"] = r
+    print(f"fitted on {keep:.0%} of the others: {timings / folds:.0f} timings a fold")
+    for device in sorted({k.split("|")[0] for k in regrets}):
+        mine = [math.log(r) for k, r in regrets.items() if k.startswith(device + "|")]
+        print(f"  {device}: {len(mine)} shapes, regret {math.exp(sum(mine) / len(mine)):.4f}")
     logs = np.log(list(regrets.values()))
     print(f"{folds}-fold: {len(logs)} shapes, regret {math.exp(logs.mean()):.4f}")
     if out:
