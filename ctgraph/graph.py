@@ -93,6 +93,7 @@ class CoordinateGraph:
     def __init__(self) -> None:
         self.nx = nx.DiGraph()
         self._next = 0
+        self._ordered: tuple[tuple[int, Dimension | Edge], ...] | None = None  # (tag, element) by tag; None: stale
 
     # --- building ----------------------------------------------------------------------------------
 
@@ -102,6 +103,7 @@ class CoordinateGraph:
             raise TypeError(f"add_dimension takes a Dimension, got {type(dim).__name__}")
         tag = self._take_tag()
         self.nx.add_node(tag, element=dim)
+        self._ordered = None
         return tag
 
     def add_edge(self, edge: Edge, inputs: Sequence[int], outputs: Sequence[int]) -> int:
@@ -118,6 +120,7 @@ class CoordinateGraph:
             raise ValueError(f"{edge.name}: a dimension appears twice among inputs {inputs} and outputs {outputs}")
         tag = self._take_tag()
         self.nx.add_node(tag, element=edge)
+        self._ordered = None
         for port, t in enumerate(inputs):
             self.nx.add_edge(t, tag, port=port)
         for port, t in enumerate(outputs):
@@ -129,6 +132,7 @@ class CoordinateGraph:
         if not self.is_dimension(tag):
             raise ValueError(f"{tag!r} is not a dimension tag of this graph")
         self.nx.nodes[tag]["element"] = dim
+        self._ordered = None
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -199,9 +203,12 @@ class CoordinateGraph:
         return self._elements(Edge, kind, attrs)
 
     def _elements(self, family: type, kind: type | None, attrs: Mapping[str, Any]) -> list[int]:
-        """Tags of the ``family`` elements (dimensions or edges) that :meth:`_matches` takes, in tag order."""
-        elements = self.nx.nodes(data="element")
-        return [t for t in sorted(self.nx) if isinstance(e := elements[t], family) and self._matches(e, kind, attrs)]
+        """Tags of the ``family`` elements (dimensions or edges) that :meth:`_matches` takes, in tag order. The
+        elements in tag order are kept until the graph changes (``add_*``, :meth:`replace_dimension`): lowering
+        asks for one dimension at a time, thousands of times a kernel."""
+        if self._ordered is None:
+            self._ordered = tuple(sorted(self.nx.nodes(data="element")))
+        return [t for t, e in self._ordered if isinstance(e, family) and self._matches(e, kind, attrs)]
 
     def find(self, kind: type, **attrs: Any) -> int:
         """The one dimension of type ``kind`` with ``attrs``; ``ValueError`` if there is none or several."""

@@ -5,6 +5,8 @@ a product of them is divided factor by factor, so each division is one multiply-
 
 from __future__ import annotations
 
+import functools
+
 import sympy
 from sympy.printing.cxx import CXX17CodePrinter
 from sympy.printing.precedence import PRECEDENCE
@@ -91,4 +93,16 @@ _PRINTER = IndexPrinter()
 
 def cxx(e: sympy.Basic | int, printer: IndexPrinter = _PRINTER) -> str:
     """C++ text of an index expression (deterministic for the same expression)."""
-    return printer.doprint(sympy.sympify(e))
+    return _printed(sympy.sympify(e), printer.divisors)
+
+
+@functools.lru_cache(maxsize=64)
+def _printer(divisors: frozenset[sympy.Symbol]) -> IndexPrinter:
+    return IndexPrinter(divisors)
+
+
+@functools.lru_cache(maxsize=8192)
+def _printed(e: sympy.Basic, divisors: frozenset[sympy.Symbol]) -> str:
+    """The text is a function of the expression and the divisors alone, and the kernels of one schedule, whatever
+    their tile, print mostly the same expressions (sizes are parameters), so each is printed once."""
+    return _printer(divisors).doprint(e)

@@ -10,6 +10,7 @@ K loop; :mod:`lowering.cuda.emit` picks one per unit.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Protocol
 
@@ -39,6 +40,7 @@ def loads_tiles(cg: C.ControlGraph, tag: int) -> bool:
     return any(isinstance(cg[t], C.LoadTile) for t, _ in cg.walk(tag))
 
 
+@functools.lru_cache(maxsize=256)
 def trip_guess(condition: sympy.Basic, f: sympy.Symbol) -> sympy.Expr | None:
     """Where the prefix of ``[0, ...)`` on which ``condition`` holds most likely ends: the first ``f`` at which some
     term of it can change, or None where no term says.
@@ -48,6 +50,10 @@ def trip_guess(condition: sympy.Basic, f: sympy.Symbol) -> sympy.Expr | None:
     a workgroup's range). The guess is the least of these. It is only a guess: the trip count is taken from it only
     where the condition holds just before it and fails at it (:meth:`Emitter._trip_count`), so a wrong guess costs
     two tests, never a wrong count.
+
+    Remembered per condition (a pure function of it): sizes are kernel parameters, so the K loops of every config
+    of a schedule share a few conditions, and ``Min`` of their ends, which sympy orders term against term, cost ~8
+    ms each time.
     """
     ends: list[sympy.Expr] = []
     for atom in sorted(condition.atoms(FloorDiv, Mod), key=sympy.default_sort_key):
