@@ -100,3 +100,13 @@ def test_divisor_parameters_of_each_transform(transform, expected):
     # NOTE: the fixup tree divides by loop counters (2*level): those stay generic divisions
     assert all(f"/ ({name}*" not in src for name in expected)
     assert re.search(r" / numTiles[KN]\)| / numChunks\)", src)
+
+
+def test_a_printed_expression_is_remembered_per_divisors():
+    """``cxx`` keeps each expression's text per set of divisors (sizes are parameters, so kernels print the same
+    expressions again): the text a printer of other divisors gives is its own, and always a fresh print's."""
+    e = FloorDiv(x, a * b)
+    split, plain = IndexPrinter(frozenset({a, b})), IndexPrinter()
+    for _ in range(2):  # the second round reads what the first remembered
+        assert cxx(e, split) == split.doprint(e) == "((x / numTilesK) / numTilesN)"
+        assert cxx(e, plain) == plain.doprint(e) == "(x / (numTilesK*numTilesN))"

@@ -89,6 +89,22 @@ def test_dimensions_by_kind_and_attrs():
     assert g.find(Workgroup, section="SK") == w
 
 
+def test_queries_see_every_change_after_them():
+    """The elements kept in tag order for the queries are read again after each change of the graph."""
+    g = CoordinateGraph()
+    x = g.add_dimension(Linear(4, name="x"))
+    assert g.dimensions(Linear) == [x] and g.edges() == []
+    y = g.add_dimension(Linear(4, name="y"))
+    assert g.dimensions(Linear) == [x, y] and g.find(Linear, name="y") == y
+    e = g.add_edge(PassThrough(), inputs=[x], outputs=[y])
+    assert g.edges(PassThrough) == [e] and g.dimensions() == [x, y]
+    g.replace_dimension(y, Workgroup(4))
+    assert g.dimensions(Linear) == [x] and g.dimensions(Workgroup) == [y]
+    h = g.copy()
+    z = h.add_dimension(Linear(2, name="z"))
+    assert h.dimensions(Linear) == [x, z] and g.dimensions(Linear) == [x]
+
+
 def test_find_none_or_several_raises():
     g = CoordinateGraph()
     g.add_dimension(Linear(4, name="x"))

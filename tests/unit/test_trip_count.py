@@ -59,7 +59,7 @@ def test_the_guess_is_where_each_run_of_a_tile_ends_in_stream_k(shape, tile, wor
     loop = _k_loop(kern)
     cond = loop.condition.subs(loop.counter, F)
     guess = trip_guess(cond, F)
-    assert guess is not None
+    assert guess is not None and guess == trip_guess.__wrapped__(cond, F)  # remembered, as a fresh guess
     values = {s.name: v for s, v in bindings(kern.graph).items()}
     extent = int(evaluate(loop.extent, values))
     holds, ends = lambdify(cond), lambdify(guess)
