@@ -77,31 +77,39 @@ def configs_for(shape: Shape, target: Any, top: int, extra: int, dtype: str = "f
     return ranked[:top] + rng.sample(rest, min(extra, len(rest)))
 
 
-def _precompile_one(args: tuple[Config, Shape, str]) -> str | None:
-    """nvcc for one config (no GPU context): the cubin lands in the on-disk cache. Returns an error, or None."""
-    config, shape, dtype = args
-    try:
-        from .api import compile_config
-        from .backends import backend
+def _precompile_group(work: list[tuple[Config, Shape, str]]) -> list[str]:
+    """nvcc (no GPU context) for each distinct source among ``work``, configs of one tile, layout, transform and
+    tile order whose shapes may still print different sources (a tile-row group that divides the tile rows or
+    not, the group itself): the cubins land in the on-disk cache. Returns the errors, one per config."""
+    from .api import compile_config
+    from .backends import backend
 
-        on_wgmma = backend("cuda").supports(config.tile, dtype, config.layout, "wgmma")
-        kern = compile_config(config, *shape, dtype, "cuda", build=False, mainloop="wgmma" if on_wgmma else "mma")
-        kern.program.cubin()
-        return None
-    except Exception as e:  # a config that fails is timed as infinity later; say why here
-        return f"{config.name}: {type(e).__name__}: {e}"
+    errors: dict[str, str] = {}
+    seen: set[str] = set()
+    for config, shape, dtype in work:
+        try:
+            on_wgmma = backend("cuda").supports(config.tile, dtype, config.layout, "wgmma")
+            kern = compile_config(config, *shape, dtype, "cuda", build=False, mainloop="wgmma" if on_wgmma else "mma")
+            if kern.program.source not in seen:
+                seen.add(kern.program.source)
+                kern.program.cubin()
+        except Exception as e:  # a config that fails is timed as infinity later; say why here
+            errors.setdefault(config.name, f"{config.name}: {type(e).__name__}: {e}")
+    return list(errors.values())
 
 
 def precompile(work: list[tuple[Config, Shape, str]], processes: int) -> list[str]:
-    """Compile every config's kernel with ``processes`` nvcc processes at once; returns the errors."""
-    seen: dict[tuple[Any, ...], tuple[Config, Shape, str]] = {}
-    for c, shape, dtype in work:  # one compile per source: tile, layout, transform, tile order
-        seen.setdefault((c.tile, c.layout, c.transform, c.raster > 1, dtype), (c, shape, dtype))
+    """Compile every config's kernel with ``processes`` nvcc processes at once; returns the errors. The work goes
+    out in groups of one tile, layout, transform, tile order and dtype (a group's shapes mostly share one source,
+    sizes being parameters), and each group compiles each source its shapes print once."""
+    groups: dict[tuple[Any, ...], list[tuple[Config, Shape, str]]] = {}
+    for c, shape, dtype in work:
+        groups.setdefault((c.tile, c.layout, c.transform, c.raster, dtype), []).append((c, shape, dtype))
     import multiprocessing as mp
 
     # NOTE: spawned, not forked: the parent may hold a CUDA context, which a forked child must not touch
     with ProcessPoolExecutor(max_workers=max(1, processes), mp_context=mp.get_context("spawn")) as pool:
-        return [e for e in pool.map(_precompile_one, list(seen.values()), chunksize=4) if e]
+        return [e for errors in pool.map(_precompile_group, [groups[g] for g in sorted(groups)]) for e in errors]
 
 
 def stale(table: Table, kernels: str, dtype: str = "float16") -> dict[Shape, list[Config]]:

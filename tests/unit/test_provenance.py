@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ctgraph import tune
 from ctgraph.cli import main
 from ctgraph.select import H100_SXM, Config, Layout
 from ctgraph.select import cache as entries
@@ -163,3 +164,22 @@ def test_a_retime_of_a_fraction_times_its_share_alone_and_goes_on_with_it(tmp_pa
     assert "add --retime" in capsys.readouterr().err
     assert main(["tune", str(path), "--retime", "--fraction", "2", "--out", str(out)]) == 2
     assert "--fraction must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_precompile_compiles_each_source_its_shapes_print_once(monkeypatch):
+    """Shapes of one config share a source where sizes are all that differ, not where a tile-row group divides
+    the tile rows in one and not in the other (a ragged group prints its own walk): each source once, none left
+    for the timing to compile."""
+    from lowering.cuda.runtime import CudaProgram
+
+    compiled: list[str] = []
+    monkeypatch.setattr(CudaProgram, "cubin", lambda self: compiled.append(self.source) or b"")
+    config = Config((128, 128, 64), Layout(), "dataparallel", 132, raster=8)
+    even = [(128 * 16, 1024, 512), (128 * 24, 2048, 256)]  # 16, 24 tile rows: groups of 8 divide them
+    ragged = [(128 * 13, 1024, 512), (128 * 21, 512, 1024)]  # 13, 21: a last group of 5
+    work = [(config, shape, "float16") for shape in even + ragged]
+    assert tune._precompile_group(work) == []
+    assert len(compiled) == len(set(compiled)) == 2
+    bad = Config((128, 128, 64), Layout(), "no-such-transform", 132)
+    errors = tune._precompile_group([(bad, (256, 256, 256), "float16"), (bad, (512, 256, 256), "float16")])
+    assert len(errors) == 1 and errors[0].startswith(bad.name)  # said once per config
