@@ -42,15 +42,23 @@ Every sender is added exactly once, by its parent, after waiting for its flag; t
 results are bit-identical from run to run. Waits only point at higher workgroup ids of the same tile,
 whose first work that tile is, so they cannot form a cycle. Whoever adds a partial resets its flag to
 0 for the next launch. Sections the passes mark as whole-tile (data-parallel) get no fixup at all.
+
+The control graph is a function of the parametrized graph's structure, the macro tile, the dtype and the
+schedule's marks (``whole_tiles``, ``reduce``) alone, so a shape whose graph has the structure of one lowered
+before (a config seen at another size) takes that control graph (:data:`_LOWERED`); callers read it, never change
+it.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Hashable
 from dataclasses import replace
 
 import sympy
 
 from . import control as C
+from .cache import LRU
 from .dimensions import Linear, MacroTileIndex, MacroTileNumber, SubDimension, User, Workgroup
 from .expr import Mod, index, to_int
 from .graph import CoordinateGraph
@@ -70,6 +78,8 @@ __all__ = [
 
 OWNER = "first split (holds k == 0)"
 FIXUP_RADIX = 4  # children per node of the fixup tree at each level (see the module docstring)
+_LOWERED: LRU[C.ControlGraph] = LRU(256)  # (parametrized structure, tile, dtype, marks, name) -> control graph
+_LOCK = threading.Lock()
 
 
 def fixup_parent(sender: int, owner: int, senders: set[int]) -> int:
@@ -128,9 +138,30 @@ def _tile_origin(g: CoordinateGraph, tensor: str, tiles: tuple[sympy.Expr, sympy
 
 def lower_to_control(graph: CoordinateGraph, name: str = "ctgraph_gemm") -> C.ControlGraph:
     """The control graph of a transformed GEMM graph (see the module docstring)."""
-    p = graph.attrs["gemm"]
     params = tuple(sorted(bindings(graph), key=lambda s: s.name))
     g = parametrize(graph)
+    key = _lowering_key(g, name, params)
+    with _LOCK:
+        lowered = _LOWERED.get(key)
+    if lowered is None:
+        lowered = _lower(g, name, params)
+        with _LOCK:
+            _LOWERED.put(key, lowered)
+    return lowered
+
+
+def _lowering_key(g: CoordinateGraph, name: str, params: tuple[sympy.Symbol, ...]) -> Hashable:
+    """What :func:`_lower` reads of ``g`` (module docstring): its nodes and arcs, sizes as parameters, the problem's
+    macro tile and dtype (not its sizes) and the other marks the passes left (not the selection that chose it)."""
+    nodes, arcs, _ = g.structure()
+    p = g.attrs["gemm"]
+    marks = tuple(sorted((k, v) for k, v in g.attrs.items() if k not in ("gemm", "auto_selection")))
+    return nodes, arcs, p.macro_tile, p.dtype, marks, name, params
+
+
+def _lower(g: CoordinateGraph, name: str, params: tuple[sympy.Symbol, ...]) -> C.ControlGraph:
+    """The control graph of the parametrized graph ``g``: a kernel of each section's loops, then the reduction."""
+    p = g.attrs["gemm"]
     wg = index("wg")
     cg = C.ControlGraph()
     root = cg.add(C.Kernel(name, params, wg, p.macro_tile, p.dtype))

@@ -10,6 +10,7 @@ below it: resource plans (:mod:`.plan`), emitters (:mod:`.emit`), nvcc (:mod:`.n
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ctgraph.config import Layout, cluster_grid
@@ -59,9 +60,11 @@ def layout_of(macro_tile: tuple[int, int, int], dtype: str, options: dict[str, A
     return Layout(cluster, multicast, bool(lay["SWAP"]))
 
 
+@functools.lru_cache(maxsize=4096)
 def supports(macro_tile: tuple[int, int, int], dtype: str, cluster_layout: Layout, path: str) -> bool:
     """Whether ``path`` runs ``macro_tile`` on exactly ``cluster_layout``: the wgmma kernel's layout, or one CTA on
-    the mma.sync paths (``"vector"``, ``"scalar"``)."""
+    the mma.sync paths (``"vector"``, ``"scalar"``). Remembered: a pure function of its arguments, asked of ~70
+    candidates a shape, most of them asked before."""
     if path == "wgmma":
         return layout_of(macro_tile, dtype, cluster_layout.options()) == cluster_layout
     if cluster_layout != Layout():

@@ -561,3 +561,34 @@ def test_golden_seed_control_streamk_content():
         "label=Increment",
     ):
         assert word in text, word
+
+
+def test_a_graph_of_a_structure_lowered_before_takes_that_control_graph():
+    """Lowering reads the parametrized graph, the macro tile, the dtype and the passes' marks alone: another shape
+    of one config takes the control graph lowered before (the same object), equal to a fresh lowering; a shape whose
+    tile-row group is ragged, another schedule or another tile lowers anew."""
+    from ctgraph import lower
+    from ctgraph.params import parametrize
+
+    def compiled(m: int, n: int, k: int, transform: str = "streamk", tile=(128, 128, 64)) -> ctgraph.Kernel:
+        return ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile=tile), transform, build=False, raster=8)
+
+    def control(*args) -> C.ControlGraph:
+        return lower.lower_to_control(compiled(*args).graph)
+
+    first = control(128 * 16, 1024, 512)
+    again = control(128 * 24, 4096, 1000)  # 16 and 24 tile rows: groups of 8 divide both
+    assert again is first
+    kern = compiled(128 * 24, 4096, 1000)
+    params = tuple(sorted(bindings(kern.graph), key=lambda s: s.name))
+    fresh = lower._lower(parametrize(kern.graph), "ctgraph_gemm", params)
+    assert fresh.structure() == again.structure()
+    others = [control(128 * 13, 1024, 512), control(128 * 16, 1024, 512, "dataparallel")]
+    others.append(control(128 * 16, 1024, 512, "streamk", (128, 256, 64)))
+    assert all(o is not first and o.structure() != first.structure() for o in others)
+    chosen = ctgraph.gemm(2048, 1024, 512, macro_tile="auto")  # the selection in its attrs is not read
+    assert "auto_selection" in chosen.attrs
+    tile = chosen.attrs["gemm"].macro_tile
+    plain = ctgraph.gemm(2048, 1024, 512, macro_tile=tile)
+    a = lower.lower_to_control(ctgraph.compile(chosen, "dataparallel", build=False).graph)
+    assert a is lower.lower_to_control(ctgraph.compile(plain, "dataparallel", build=False).graph)
