@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -335,6 +336,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .select.model import load_correction
     from .target import known_target
 
+    norm = _bounds_norm(args.bounds_norm)  # before any work
     if args.check:  # is the shipped (or calibrated) correction fitted on the kernels this code generates?
         correction = load_correction(args.check)
         if is_current(correction):
@@ -358,7 +360,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     read = [(args.train, args.validation), *(args.also or [])]
     train = [Table.from_json(Path(t).read_text()) for t, _ in read]
     validation = [Table.from_json(Path(v).read_text()) for _, v in read]
-    f = fit(train, validation, known_target(train[0].device))
+    f = fit(train, validation, known_target(train[0].device), bounds_norm=norm)
     counts = timed_on([*train, *validation])
     hashed = f.correction.kernels
     print(f"shapes timed on these kernels ({hashed}): {counts.get(hashed, 0)}; not recorded: {counts.get('', 0)}")
@@ -377,6 +379,17 @@ def cmd_fit(args: argparse.Namespace) -> int:
         extra = [(path, Table.from_json(Path(path).read_text())) for path in args.report]
         _report(fitted + extra, f.correction)
     return 0
+
+
+def _bounds_norm(text: str) -> float:
+    """``fit --bounds-norm``: ``"max"`` (the largest bound) or a p-norm's p >= 1."""
+    try:
+        norm = math.inf if text == "max" else float(text)
+    except ValueError:
+        norm = math.nan
+    if not norm >= 1:
+        raise ValueError(f"fit: --bounds-norm is 'max' or a p >= 1 (the p-norm of a K step's bounds), got {text!r}")
+    return norm
 
 
 def _report(tables: list, correction: Any) -> None:
@@ -633,6 +646,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the tables of another device of the same family, fitted together (repeatable)",
     )
     p.add_argument("--check", metavar="FAMILY", help="only say whether FAMILY's correction (e.g. sm90) is current")
+    p.add_argument(
+        "--bounds-norm",
+        default="max",
+        metavar="P",
+        help="how the analytic model joins a K step's bounds: 'max' (the largest, default) or their P-norm",
+    )
     p.add_argument(
         "--report",
         nargs="*",

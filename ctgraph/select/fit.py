@@ -145,17 +145,20 @@ def is_current(correction: Correction) -> bool:
     return not any(correction.weights) or correction.kernels == kernel_hash()
 
 
-def samples(table: Table, target: Target) -> list[tuple[str, Config, list[float], float, float]]:
+def samples(
+    table: Table, target: Target, norm: float = math.inf
+) -> list[tuple[str, Config, list[float], float, float]]:
     """``(shape key, config, inputs, analytic seconds, measured seconds)`` of every finite timing in ``table`` whose
     label is a config (entries converted from the old table are labelled by policy and skipped); ``inputs`` are its
-    :func:`~ctgraph.select.model.tree_inputs`, the features first."""
+    :func:`~ctgraph.select.model.tree_inputs`, the features first; ``norm``: how the analytic model joins a K step's
+    bounds (:attr:`~.model.Correction.bounds_norm`)."""
     out = []
     for key_, entry in sorted(table.entries.items()):
         m, n, k, dtype = parse_key(key_)
         for c, secs in entry.timed():
             if not math.isfinite(secs) or secs <= 0:
                 continue
-            base, inputs = ranked_row(c, m, n, k, dtype, target)
+            base, inputs = ranked_row(c, m, n, k, dtype, target, norm)
             out.append((key_, c, inputs, base, secs))
     return out
 
@@ -260,19 +263,21 @@ def spread(rows: list, correction: Correction, references: dict[str, list[float]
     return math.exp(p10), math.exp(p90)
 
 
-def references(tables: Table | Sequence[Table], target: Target) -> dict[str, list[float]]:
+def references(tables: Table | Sequence[Table], target: Target, norm: float = math.inf) -> dict[str, list[float]]:
     """Each shape's :func:`~.model.reference_row` on the target it is read on, keyed as :func:`pooled` keys its
     rows."""
     read = _read_on(tables, target)
     return {
-        _pooled_key(t, key, len(read) > 1): reference_row(*parse_key(key), own) for t, own in read for key in t.entries
+        _pooled_key(t, key, len(read) > 1): reference_row(*parse_key(key), own, norm)
+        for t, own in read
+        for key in t.entries
     }
 
 
 def table_regret(table: Table, correction: Correction) -> tuple[int, float, float, int]:
     """``correction`` on one table, read on its device's known target: the shapes, the regret (geomean) of its
     linear part alone and of the whole, and how many shapes the whole ranks above 1.10."""
-    rows = samples(table, known_target(table.device))
+    rows = samples(table, known_target(table.device), correction.bounds_norm)
     weights = np.array(correction.weights)
     whole = regret(rows, weights, correction.trees)
     return len(whole), _geomean(regret(rows, weights)), _geomean(whole), sum(r > 1.10 for r in whole)
@@ -313,7 +318,9 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
 
 
-def pooled(tables: Table | Sequence[Table], target: Target) -> list[tuple[str, Config, list[float], float, float]]:
+def pooled(
+    tables: Table | Sequence[Table], target: Target, norm: float = math.inf
+) -> list[tuple[str, Config, list[float], float, float]]:
     """The :func:`samples` of one table on ``target``, or of several tables of ``target``'s family, each on its own
     device's target (:func:`_read_on`), its shapes keyed by device as well, so that a shape timed on two devices is
     two shapes to rank."""
@@ -321,7 +328,7 @@ def pooled(tables: Table | Sequence[Table], target: Target) -> list[tuple[str, C
     return [
         (_pooled_key(t, key, len(read) > 1), c, phi, base, secs)
         for t, own in read
-        for key, c, phi, base, secs in samples(t, own)
+        for key, c, phi, base, secs in samples(t, own, norm)
     ]
 
 
@@ -335,12 +342,15 @@ def fit(
     validation: Table | Sequence[Table],
     target: Target,
     kernels: str | None = None,
+    bounds_norm: float = math.inf,
 ) -> Fit:
     """The correction of ``target``'s family: ridge on ``train``, its lambda chosen on ``validation`` (module); each
-    may be several tables, of devices of that family (:func:`pooled`)."""
+    may be several tables, of devices of that family (:func:`pooled`). ``bounds_norm``: how the analytic model it
+    corrects joins a K step's bounds (:attr:`~.model.Correction.bounds_norm`; the largest by default)."""
     hashed = kernel_hash() if kernels is None else kernels
+    Correction(target.family, bounds_norm=bounds_norm)  # a bad norm is refused before the rows are read
     _timed_on_these([train, validation], hashed)
-    rows_t, rows_v = pooled(train, target), pooled(validation, target)
+    rows_t, rows_v = pooled(train, target, bounds_norm), pooled(validation, target, bounds_norm)
     if not rows_t or not rows_v:
         raise ValueError("fit needs timed configs in both the train and the validation table")
     zero = np.zeros(len(FEATURES))
@@ -362,8 +372,9 @@ def fit(
         ("device", ", ".join(dict.fromkeys(own.name for t in (train, validation) for _, own in _read_on(t, target)))),
         ("trees", str(len(trees) if trees else 0)),
     )
-    correction = Correction(target.family, tuple(float(x) for x in w), hashed, FEATURES, meta, trees)
-    refs = references(train, target) | references(validation, target)
+    weights = tuple(float(x) for x in w)
+    correction = Correction(target.family, weights, hashed, FEATURES, meta, trees, bounds_norm=bounds_norm)
+    refs = references(train, target, bounds_norm) | references(validation, target, bounds_norm)
     correction = replace(correction, level=_level(rows_t, rows_v, correction, refs))
     return Fit(
         correction,

@@ -24,7 +24,9 @@ each CTA ``BM/cm x BN/cn``; one K iteration of ``BK`` costs a CTA, with ``a`` CT
     ring  = RING_LATENCY / S                                          S: the ring's stages (shared memory over a
                                                                       stage's bytes, at most 8): a stage is loaded
                                                                       again only a round trip after its last load
-    t_it  = max(math / e, L2, HBM, SM, ring)                         e: the tensor pipes' efficiency, 0.8
+    t_it  = max(math / e, L2, HBM, SM, ring)                         e: the tensor pipes' efficiency, 0.8; or
+                                                                      their p-norm (sum t_i^p)^(1/p) where the
+                                                                      correction says p (Correction.bounds_norm)
 
 The L2 term prices the whole device's traffic and falls with fewer CTAs; SM bounds what each CTA can pull however
 few run, which prices thin CTAs (swapped tiles of a small m, 64-column CTAs) and grids that leave SMs idle (H200
@@ -207,10 +209,15 @@ LEVEL_REFERENCE = ((128, 256, 64), Layout(), "dataparallel")  # tile, layout, tr
 TERM_FLOOR = 1e-6  # a term's share of the binding one, at least (the HBM term is 0 where A and B stay in the L2)
 
 
-def _iteration(c: Config, m: int, n: int, k: int, dtype: str, target: Target, active: int, shared: bool) -> float:
+def _iteration(
+    c: Config, m: int, n: int, k: int, dtype: str, target: Target, active: int, shared: bool, norm: float
+) -> float:
     """Seconds of one K iteration of a workgroup with ``active`` workgroups loading (``shared``: they read K in
-    step, so a wave's slice comes from HBM once): the largest of :func:`_terms`."""
-    return max(_terms(c, m, n, k, dtype, target, active, shared))
+    step, so a wave's slice comes from HBM once): the largest of :func:`_terms` (``norm`` infinite), else their
+    ``norm``-norm. Near a knee, where two bounds are close, both cost (a ring that barely covers the HBM's latency
+    still loses bandwidth), which the largest alone does not see (docs/decisions.md)."""
+    terms = _terms(c, m, n, k, dtype, target, active, shared)
+    return max(terms) if math.isinf(norm) else sum(t**norm for t in terms) ** (1 / norm)
 
 
 def _terms(
@@ -280,19 +287,20 @@ def _fixup(c: Config, peers: int) -> float:
     return level * max(1, math.ceil(math.log(peers, FIXUP_RADIX)))
 
 
-def analytic(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> float:
-    """Predicted seconds of ``c`` on ``target`` (module docstring)."""
+def analytic(c: Config, m: int, n: int, k: int, dtype: str, target: Target, norm: float = math.inf) -> float:
+    """Predicted seconds of ``c`` on ``target`` (module docstring); ``norm``: how a K step's bounds join
+    (:func:`_iteration`)."""
     tm, tn = tile_counts(m, n, c.tile)
     tiles, kt, g = tm * tn, k_iterations(k, c.tile), c.workgroups
     if c.transform == "dataparallel":
         w, last = waves(tiles, g)
-        full = _iteration(c, m, n, k, dtype, target, g, True)
-        tail = _iteration(c, m, n, k, dtype, target, last, True)
+        full = _iteration(c, m, n, k, dtype, target, g, True, norm)
+        tail = _iteration(c, m, n, k, dtype, target, last, True, norm)
         return LAUNCH + (w - 1) * (T0 + kt * full) + T0 + kt * tail
     if c.transform == "splitk_reduce":
         s = c.split or 1
         per = split_chunks(kt, s)[1]
-        it = _iteration(c, m, n, k, dtype, target, min(tiles * s, g), True)
+        it = _iteration(c, m, n, k, dtype, target, min(tiles * s, g), True, norm)
         reduce = tiles * c.tile[0] * c.tile[1] * 5 * s / target.hbm_bandwidth
         return 2 * LAUNCH + T0 + per * it + reduce
     batches = 2 if c.transform == "streamk2tile" else (c.sk_batches or 1)
@@ -300,12 +308,12 @@ def analytic(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> f
     steady = bool(in_step(c.transform, tiles, kt, g, batches))
     t = LAUNCH
     if n_dp:
-        t += n_dp // (g * kt) * (T0 + kt * _iteration(c, m, n, k, dtype, target, g, True))
+        t += n_dp // (g * kt) * (T0 + kt * _iteration(c, m, n, k, dtype, target, g, True, norm))
     if n_sk:
         per = per_workgroup(n_sk, g)
         sk_tiles = n_sk // kt
         peers = -(-kt // per) + (1 if kt % per else 0) if per < kt else 1
-        t += per * _iteration(c, m, n, k, dtype, target, g, steady) + math.ceil(sk_tiles / g + 1) * T0
+        t += per * _iteration(c, m, n, k, dtype, target, g, steady, norm) + math.ceil(sk_tiles / g + 1) * T0
         t += _fixup(c, peers)
     return t
 
@@ -394,8 +402,11 @@ class Correction:
     meta: tuple[tuple[str, str], ...] = ()
     trees: Trees | None = None
     level: tuple[float, ...] = field(default=(0.0,) * len(LEVEL_INPUTS))  # v of the module's level (0: none)
+    bounds_norm: float = math.inf  # p of the K step's p-norm of bounds the fit read (:func:`_iteration`; inf: max)
 
     def __post_init__(self) -> None:
+        if not self.bounds_norm >= 1:
+            raise ValueError(f"a correction's bounds_norm is a p >= 1 (inf: the largest bound), got {self.bounds_norm}")
         if tuple(self.names) != FEATURES or len(self.weights) != len(FEATURES):
             raise ValueError(f"a correction's features must be {FEATURES}, got {self.names}")
         if len(self.level) != len(LEVEL_INPUTS):
@@ -427,13 +438,15 @@ class Correction:
         return fitted - float(self.log_factors(np.array([reference]))[0])
 
     def to_json(self) -> str:
-        body = {
+        body: dict[str, object] = {
             "family": self.family,
             "kernels": self.kernels,
             "features": dict(zip(self.names, self.weights, strict=True)),
             "level": dict(zip(LEVEL_INPUTS, self.level, strict=True)),
             "meta": dict(self.meta),
         }
+        if not math.isinf(self.bounds_norm):  # written only where it is not the largest: older files read alike
+            body["bounds_norm"] = self.bounds_norm
         text = json.dumps(body, indent=1, sort_keys=True)
         if self.trees:  # the last key in order; one line, its thousands of numbers are not read by eye
             text = text[:-2] + ',\n "trees": ' + json.dumps(self.trees.to_dict(), separators=(",", ":")) + "\n}"
@@ -453,7 +466,8 @@ class Correction:
             )
             trees = None
         meta = tuple(sorted(d.get("meta", {}).items()))
-        return cls(d["family"], weights, d.get("kernels", ""), FEATURES, meta, trees, level)
+        norm = float(d.get("bounds_norm", math.inf))
+        return cls(d["family"], weights, d.get("kernels", ""), FEATURES, meta, trees, level, norm)
 
     @property
     def digest(self) -> str:
@@ -496,19 +510,22 @@ def rank_keys(
 ) -> tuple[list[float], float]:
     """What the ranker orders ``configs`` by, ``analytic x correction`` (right in order, not in level), and the
     shape's level factor that makes them predicted seconds (:meth:`Correction.log_level`)."""
-    level = math.exp(correction.log_level(reference_row(m, n, k, dtype, target))) if any(correction.level) else 1.0
+    norm = correction.bounds_norm
+    level = 1.0
+    if any(correction.level):
+        level = math.exp(correction.log_level(reference_row(m, n, k, dtype, target, norm)))
     if not configs:
         return [], level
-    base, rows = zip(*(ranked_row(c, m, n, k, dtype, target) for c in configs), strict=True)
+    base, rows = zip(*(ranked_row(c, m, n, k, dtype, target, norm) for c in configs), strict=True)
     logs = correction.log_factors(np.array(rows)).tolist()
     return [b * math.exp(x) for b, x in zip(base, logs, strict=True)], level
 
 
-def reference_row(m: int, n: int, k: int, dtype: str, target: Target) -> list[float]:
+def reference_row(m: int, n: int, k: int, dtype: str, target: Target, norm: float = math.inf) -> list[float]:
     """The :func:`tree_inputs` of the level's reference config on this shape (:data:`LEVEL_REFERENCE` on
     ``target.sms`` workgroups): what ties a shape's level to the analytic model."""
     tile, layout, transform = LEVEL_REFERENCE
-    return ranked_row(Config(tile, layout, transform, target.sms), m, n, k, dtype, target)[1]
+    return ranked_row(Config(tile, layout, transform, target.sms), m, n, k, dtype, target, norm)[1]
 
 
 def level_inputs(row: list[float]) -> list[float]:
@@ -516,8 +533,11 @@ def level_inputs(row: list[float]) -> list[float]:
     return [1.0, *(row[TREE_INPUTS.index(name)] for name in LEVEL_INPUTS[1:])]  # the shape's inputs share names
 
 
-def ranked_row(c: Config, m: int, n: int, k: int, dtype: str, target: Target) -> tuple[float, list[float]]:
-    """What the ranker reads of ``c``: its analytic seconds and its :func:`tree_inputs` (the features first), the
-    row the correction is fitted on (:func:`ctgraph.select.fit.samples`) and evaluated on (:func:`predict_many`)."""
-    base = analytic(c, m, n, k, dtype, target)
+def ranked_row(
+    c: Config, m: int, n: int, k: int, dtype: str, target: Target, norm: float = math.inf
+) -> tuple[float, list[float]]:
+    """What the ranker reads of ``c``: its analytic seconds (its bounds joined by ``norm``) and its
+    :func:`tree_inputs` (the features first), the row the correction is fitted on (:func:`ctgraph.select.fit.samples`)
+    and evaluated on (:func:`predict_many`)."""
+    base = analytic(c, m, n, k, dtype, target, norm)
     return base, tree_inputs(c, m, n, k, dtype, target, features(c, m, n, k, dtype, target, base))

@@ -3,8 +3,9 @@
 Refits the correction on the tables of the shipped fit with the kernel-hash check bypassed (their timings predate
 0c28b21, so nothing here may be shipped) and prints the regrets: train, validation, the analytic model alone, and
 the tables outside the fit. ``--p P`` takes a K step's time as the p-norm of the model's bounds instead of their
-largest; ``--h200-only`` fits the H200's tables alone; ``--keep F`` (with ``--cv``) fits each fold on a seeded
-fraction F of the other shapes: the learning curve that says how many shapes ``tune --retime`` must time again.
+largest (``fit --bounds-norm P``); ``--h200-only`` fits the H200's tables alone; ``--keep F`` (with ``--cv``) fits
+each fold on a seeded fraction F of the other shapes: the learning curve that says how many shapes ``tune
+--retime`` must time again.
 
     python docs/results/offline_fit_trials.py            # the model as shipped
     python docs/results/offline_fit_trials.py --p 4 --h200-only
@@ -22,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 import ctgraph.select.fit as F
-import ctgraph.select.model as M
 from ctgraph.select.cache import Table
 from ctgraph.target import known_target
 
@@ -48,22 +48,17 @@ def main() -> None:
     ap.add_argument("--against", help="with --cv: the mean log regret's change from this --out, shape by shape")
     ap.add_argument("--keep", type=float, default=1.0, help="with --cv: fit each fold on this fraction of the others")
     args = ap.parse_args()
-    if args.p:
-        p = args.p
-
-        def iteration(c, m, n, k, dtype, target, active, shared):  # model._iteration's
-            return sum(t**p for t in M._terms(c, m, n, k, dtype, target, active, shared)) ** (1 / p)
-
-        M._iteration = iteration
+    norm = args.p or math.inf
     F._timed_on_these = lambda tables, kernels: None  # NOTE: the old timings, knowingly: a trial, never shipped
     if args.cv:
-        return cross_validate(args.cv, args.out, args.against, args.keep, args.h200_only)
+        return cross_validate(args.cv, args.out, args.against, args.keep, args.h200_only, norm)
     pairs = [p for p in PAIRS if not (args.h200_only and p in H100)]
     fit = F.fit(
         [table(f"{p}-train") for p in pairs],
         [table(f"{p}-validation") for p in pairs],
         known_target("NVIDIA H200"),
         kernels="offline",
+        bounds_norm=norm,
     )
     print(
         f"lambda {fit.lam}, {fit.trees} trees: train {fit.train_regret:.4f}, validation {fit.validation_regret:.4f}, "
@@ -78,7 +73,7 @@ def main() -> None:
     print(f"outside the fit: {shapes} shapes, regret {math.exp(logs / shapes):.4f}")
 
 
-def cross_validate(folds: int, out: str | None, against: str | None, keep: float, h200_only: bool) -> None:
+def cross_validate(folds: int, out: str | None, against: str | None, keep: float, h200_only: bool, norm: float) -> None:
     """Each shape of every table in one of ``folds`` seeded folds; each fold refitted on the others (lambda and trees
     chosen on the fold itself, alike for every variant) and its shapes' regrets kept. ``keep``: each fold fitted on
     that seeded fraction of the others (the same draw for every variant); ``h200_only``: the H100's tables never
@@ -100,9 +95,9 @@ def cross_validate(folds: int, out: str | None, against: str | None, keep: float
             parts = [{k: e for k, e in t.entries.items() if (i, k) in chosen} for i, t in enumerate(tables)]
             return [Table(t.device, p) for t, p in zip(tables, parts, strict=True) if p]
 
-        fit = F.fit(part(kept), part(held), known_target("NVIDIA H200"), kernels="offline")
+        fit = F.fit(part(kept), part(held), known_target("NVIDIA H200"), kernels="offline", bounds_norm=norm)
         for t in part(held):
-            rows = F.samples(t, known_target(t.device))
+            rows = F.samples(t, known_target(t.device), norm)
             weights = np.array(fit.correction.weights)
             for key, r in zip(F._groups(rows), F.regret(rows, weights, fit.correction.trees), strict=True):
                 regrets[f"{t.device}|{key}|{f}"] = r

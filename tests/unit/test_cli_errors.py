@@ -92,6 +92,13 @@ def test_timing_commands_refuse_bad_options_before_any_work(capsys, argv):
     assert out.out == "" and out.err.startswith("error: ") and argv[2] in out.err
 
 
+@pytest.mark.parametrize("norm", ["0.5", "two", "nan", "0"])
+def test_fit_refuses_a_bad_bounds_norm_before_any_work(capsys, norm):
+    assert run(["fit", "no-such-train.json", "no-such-validation.json", "--bounds-norm", norm]) == 2
+    err = capsys.readouterr().err
+    assert "--bounds-norm is 'max' or a p >= 1" in err and repr(norm) in err
+
+
 def test_tune_run_refuses_bad_rounds_before_any_work():
     from pathlib import Path
 

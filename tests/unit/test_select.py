@@ -41,7 +41,7 @@ from ctgraph.select.candidates import (
     wide_enough,
 )
 from ctgraph.select.fit import _solve, fit, kernel_hash, pooled, regret, samples
-from ctgraph.select.model import FEATURES, Correction, analytic, features, predict
+from ctgraph.select.model import FEATURES, Correction, analytic, features, predict, rank_keys
 from ctgraph.target import same_chip
 
 CUDA = backend("cuda")
@@ -392,6 +392,28 @@ def test_correction_round_trips_and_multiplies():
     )
     with pytest.raises(ValueError, match="features must be"):
         Correction("sm90", (0.0,), names=("bias",))
+
+
+def test_a_correction_says_how_the_bounds_join_and_the_ranker_reads_it():
+    """``bounds_norm``: the p of a K step's p-norm of bounds (the largest where infinite, and then not written, so
+    older files read alike); the ranker prices with the correction's own, the fit with the one it is given."""
+    four = Correction("sm90", bounds_norm=4.0)
+    assert Correction.from_json(four.to_json()) == four and '"bounds_norm": 4.0' in four.to_json()
+    assert "bounds_norm" not in Correction("sm90").to_json()
+    for bad in (0.5, 0.0, math.nan):
+        with pytest.raises(ValueError, match="bounds_norm is a p >= 1"):
+            Correction("sm90", bounds_norm=bad)
+    m, n, k = 1000, 3000, 2048
+    pool = candidates(m, n, k, "float16", H200, "wgmma", CUDA.supports)[:12]
+    largest = [analytic(c, m, n, k, "float16", H200) for c in pool]
+    soft = [analytic(c, m, n, k, "float16", H200, 4.0) for c in pool]
+    assert all(a < b <= a * 5 ** (1 / 4) for a, b in zip(largest, soft, strict=True))  # five bounds, the largest a
+    assert rank_keys(pool, m, n, k, "float16", H200, four)[0] == pytest.approx(soft, rel=1e-12)
+    assert rank_keys(pool, m, n, k, "float16", H200, Correction("sm90"))[0] == pytest.approx(largest, rel=1e-12)
+    table = _timed(H200, [(1000, 3000, 2048), (512, 4096, 4096), (2048, 1024, 8192)], np.zeros(len(FEATURES)))
+    assert fit(table, table, H200, kernels="test", bounds_norm=4.0).correction.bounds_norm == 4.0
+    with pytest.raises(ValueError, match="bounds_norm is a p >= 1"):
+        fit(table, table, H200, kernels="test", bounds_norm=0.5)
 
 
 def _table(device: str, rows: dict[tuple[int, int, int], dict[Config, float]]) -> entries.Table:
