@@ -24,7 +24,7 @@ for t in $tables; do
     fi
     share=0.5
     case $t in m16-*) share=1 ;; esac
-    timeout -k 10 "$left" python -m ctgraph tune "docs/results/tune-h200-$t.json" --retime --fraction "$share" \
+    timeout -k 10 "$left" python3 -m ctgraph tune "docs/results/tune-h200-$t.json" --retime --fraction "$share" \
         --out "$out/tune-h200-$t.json"
     echo "retime: tune-h200-$t exit $? at ${SECONDS} s"
 done
