@@ -1,5 +1,5 @@
 """The caches: whole-file writes for the on-disk ones (:func:`ctgraph.knobs.cache_dir`: nvcc output, autotune entries,
-calibrated rankers), and :class:`LRU`, the bound on the in-memory ones (compiled modules).
+calibrated rankers), and :class:`LRU`, the bound on the in-memory ones (compiled modules, lowered graphs, sources).
 
 Several processes share one cache (``pytest -n 8``, a pool that compiles kernels ahead of a benchmark), and a run may
 be stopped mid-write. Each file is therefore written under a name of its own in the same directory and then renamed
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -29,6 +30,7 @@ class LRU(Generic[V]):
             raise ValueError(f"an LRU cache holds at least one entry, got size={size}")
         self.size = size
         self._items: OrderedDict[Hashable, V] = OrderedDict()
+        self._lock = threading.Lock()  # for made(); the other methods leave locking to their callers
 
     def get(self, key: Hashable) -> V | None:
         value = self._items.get(key)
@@ -41,6 +43,17 @@ class LRU(Generic[V]):
         self._items.move_to_end(key)
         while len(self._items) > self.size:
             self._items.popitem(last=False)
+        return value
+
+    def made(self, key: Hashable, make: Callable[[], V]) -> V:
+        """The value of ``key``, ``make()`` stored first where there is none: for values that are a function of
+        their key alone, so two threads that make one at once make the same, and neither waits for the other."""
+        with self._lock:
+            value = self.get(key)
+        if value is None:
+            value = make()
+            with self._lock:
+                self.put(key, value)
         return value
 
     def __len__(self) -> int:

@@ -51,7 +51,6 @@ it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from dataclasses import replace
 
@@ -79,7 +78,6 @@ __all__ = [
 OWNER = "first split (holds k == 0)"
 FIXUP_RADIX = 4  # children per node of the fixup tree at each level (see the module docstring)
 _LOWERED: LRU[C.ControlGraph] = LRU(256)  # (parametrized structure, tile, dtype, marks, name) -> control graph
-_LOCK = threading.Lock()
 
 
 def fixup_parent(sender: int, owner: int, senders: set[int]) -> int:
@@ -140,14 +138,7 @@ def lower_to_control(graph: CoordinateGraph, name: str = "ctgraph_gemm") -> C.Co
     """The control graph of a transformed GEMM graph (see the module docstring)."""
     params = tuple(sorted(bindings(graph), key=lambda s: s.name))
     g = parametrize(graph)
-    key = _lowering_key(g, name, params)
-    with _LOCK:
-        lowered = _LOWERED.get(key)
-    if lowered is None:
-        lowered = _lower(g, name, params)
-        with _LOCK:
-            _LOWERED.put(key, lowered)
-    return lowered
+    return _LOWERED.made(_lowering_key(g, name, params), lambda: _lower(g, name, params))
 
 
 def _lowering_key(g: CoordinateGraph, name: str, params: tuple[sympy.Symbol, ...]) -> Hashable:

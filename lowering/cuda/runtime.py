@@ -80,14 +80,7 @@ def _generated(control: Any, opts: CudaOptions) -> str:
     """:func:`generate`, once per control-graph structure and options: it is a function of those two alone, and a
     new shape of a config seen before has the same structure (sizes are parameters), so its source is the one
     printed before (printing it again was the largest part of such a shape's first call on the host)."""
-    key = (control.structure(), opts)
-    with _LOCK:
-        source = _SOURCES.get(key)
-    if source is None:
-        source = generate(control, opts)
-        with _LOCK:
-            _SOURCES.put(key, source)
-    return source
+    return _SOURCES.made((control.structure(), opts), lambda: generate(control, opts))
 
 
 def resolve_mainloop(opts: CudaOptions, dtype: str, macro_tile: tuple[int, int, int]) -> str:

@@ -69,6 +69,22 @@ def test_lru_keeps_the_most_recently_used():
         LRU(0)
 
 
+def test_lru_made_makes_a_value_once_per_key_while_it_is_kept():
+    from ctgraph.cache import LRU
+
+    lru: LRU[str] = LRU(2)
+    calls: list[str] = []
+
+    def make(key: str) -> str:
+        calls.append(key)
+        return key.upper()
+
+    assert [lru.made(k, lambda k=k: make(k)) for k in ("a", "a", "b", "a")] == ["A", "A", "B", "A"]
+    assert calls == ["a", "b"]
+    lru.made("c", lambda: make("c"))  # "b" was the least recently used: dropped, made again when asked
+    assert lru.made("b", lambda: make("b")) == "B" and calls == ["a", "b", "c", "b"]
+
+
 def test_the_cpu_jit_cache_is_bounded(monkeypatch):
     """Many distinct kernels: the in-memory cache holds the last CACHE_SIZE; a program keeps its own module."""
     import numpy as np
