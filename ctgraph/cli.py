@@ -300,8 +300,9 @@ def _retime(args: argparse.Namespace) -> int:
     if path.suffix != ".json" or not path.is_file():
         raise ValueError(f"tune --retime: give a tune table (a .json that tune wrote), got {args.shapes!r}")
     old, out = Table.from_json(path.read_text()), Path(args.out)
+    in_place = out.resolve() == path.resolve()
     if args.fraction != 1:  # a share of the table, drawn from its keys: --out holds that share alone
-        if out.resolve() == path.resolve():
+        if in_place:
             raise ValueError(f"tune --retime --fraction: --out must be another file than {path} (it holds the share)")
         old = sample(old, args.fraction)
         print(f"a seeded {args.fraction:g} of {path}'s shapes: {len(old.entries)}")
@@ -315,7 +316,7 @@ def _retime(args: argparse.Namespace) -> int:
     configs = stale(old, kernels)
     if not configs:
         wrote = ""
-        if shard[1] == 1 and out.resolve() != path.resolve():  # --out is the table timed on these kernels, always
+        if shard[1] == 1 and not in_place:  # --out is the table timed on these kernels, always
             write_whole(out, old.to_json())
             wrote = f" ({out} holds it)"
         print(f"{path}: every shape was timed on these kernels; nothing to time{wrote}")
