@@ -202,6 +202,7 @@ TREE_INPUTS = (
     "log_ring_share",
     "streams_hbm",
     "log_footprint_l2",
+    "warpgroups",
 )
 # psi of a shape's level (:attr:`Correction.level`), read off its reference row (:func:`reference_row`)
 LEVEL_INPUTS = ("bias", "log_m", "log_n", "log_k", "log_footprint_l2")
@@ -363,8 +364,9 @@ def features(c: Config, m: int, n: int, k: int, dtype: str, target: Target, base
 def tree_inputs(c: Config, m: int, n: int, k: int, dtype: str, target: Target, phi: list[float]) -> list[float]:
     """The trees' inputs (:data:`TREE_INPUTS`) of ``c``: its features ``phi``; the shape and the config's place on
     it; and which bound of a K iteration binds (:func:`_terms` over the largest, for the workgroups that load at once
-    in the first wave, floored at :data:`TERM_FLOOR`), with how far A and B outgrow the L2. The features are mostly
-    ratios; the trees split on where the shape lies and on what holds the kernel back."""
+    in the first wave, floored at :data:`TERM_FLOOR`), with how far A and B outgrow the L2; and the CTA's math
+    warpgroups (:func:`_warpgroups`). The features are mostly ratios; the trees split on where the shape lies and on
+    what holds the kernel back. An input is added at the end: trees fitted before it read theirs by name."""
     tm, tn = tile_counts(m, n, c.tile)
     cm, cn = c.layout.grid
     streamk = c.transform.startswith("streamk")
@@ -386,6 +388,7 @@ def tree_inputs(c: Config, m: int, n: int, k: int, dtype: str, target: Target, p
         *(math.log(max(t / bound, TERM_FLOOR)) for t in terms),
         float(_streams_hbm(m, n, k, dtype, target)),
         math.log(footprint / target.l2_bytes),
+        float(_warpgroups(c)),
     ]
 
 
@@ -411,10 +414,10 @@ class Correction:
             raise ValueError(f"a correction's features must be {FEATURES}, got {self.names}")
         if len(self.level) != len(LEVEL_INPUTS):
             raise ValueError(f"a correction's level has one weight per {LEVEL_INPUTS}, got {len(self.level)}")
-        if self.trees is not None and self.trees.inputs != TREE_INPUTS:
+        if self.trees is not None and (unknown := _uncomputed(self.trees)):
             raise ValueError(
-                f"a correction's trees must read {TREE_INPUTS}, got {self.trees.inputs}: refit it "
-                "(python -m ctgraph fit)"
+                f"a correction's trees must read inputs of {TREE_INPUTS}; {', '.join(unknown)} is not computed "
+                "here: refit it (python -m ctgraph fit)"
             )
 
     @property
@@ -427,7 +430,11 @@ class Correction:
         linear = np.zeros(rows.shape[0])
         for i, w in enumerate(self.weights):  # feature by feature: a row's sum is the same in any batch
             linear += w * rows[:, i]
-        return linear + self.trees.predict(rows) if self.trees else linear
+        if not self.trees:
+            return linear
+        if self.trees.inputs != TREE_INPUTS:  # trees fitted before inputs were added: their columns, by name
+            rows = rows[:, [TREE_INPUTS.index(name) for name in self.trees.inputs]]
+        return linear + self.trees.predict(rows)
 
     def log_level(self, reference: list[float]) -> float:
         """``log`` of the shape's level factor (module), from its :func:`reference_row`: ``v . psi`` less the
@@ -458,10 +465,10 @@ class Correction:
         weights = tuple(float(d["features"].get(name, 0.0)) for name in FEATURES)
         level = tuple(float(d.get("level", {}).get(name, 0.0)) for name in LEVEL_INPUTS)  # none before the level
         trees = Trees.from_dict(d["trees"]) if d.get("trees") else None
-        if trees is not None and trees.inputs != TREE_INPUTS:  # a fit by another version: rank without its trees
+        if trees is not None and (unknown := _uncomputed(trees)):  # a fit by another version: rank without them
             warnings.warn(
-                f"the ranker's trees ({d['family']}) read other inputs than this version computes; ranking with "
-                "the linear correction alone. Refit it: python -m ctgraph fit (or calibrate)",
+                f"the ranker's trees ({d['family']}) read inputs this version does not compute ({', '.join(unknown)});"
+                " ranking with the linear correction alone. Refit it: python -m ctgraph fit (or calibrate)",
                 stacklevel=2,
             )
             trees = None
@@ -472,6 +479,13 @@ class Correction:
     @property
     def digest(self) -> str:
         return hashlib.blake2b(self.to_json().encode(), digest_size=8).hexdigest()
+
+
+def _uncomputed(trees: Trees) -> list[str]:
+    """The inputs ``trees`` read that :func:`tree_inputs` does not compute. Trees read their columns by name, so a
+    fit made before an input was added still ranks as fitted (:meth:`Correction.log_factors`); one that reads an
+    input since renamed or removed cannot."""
+    return [name for name in trees.inputs if name not in TREE_INPUTS]
 
 
 def user_correction_path(family: str) -> Path:

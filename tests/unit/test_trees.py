@@ -100,21 +100,39 @@ def test_a_correction_with_trees_round_trips_and_adds_them_to_the_linear_part():
         assert predict(cfg, m, 2048, 2048, "float16", H100_SXM, c) == pytest.approx(want, rel=1e-12)
     assert not c.analytic_only and Correction("sm90").analytic_only
     assert not Correction("sm90", trees=trees).analytic_only
-    with pytest.raises(ValueError, match="trees must read"):
+    with pytest.raises(ValueError, match=r"trees must read inputs of .*; a is not computed here"):
         Correction("sm90", trees=Trees(("a",), ((),), ((),), ((),), ((),), ((0.0,),)))
     # a file of another version's trees still ranks, with its linear part, and says so
     stale = text.replace('"inputs":["bias"', '"inputs":["old_bias"')
     assert stale != text
-    with pytest.warns(UserWarning, match="read other inputs"):
+    with pytest.warns(UserWarning, match=r"read inputs this version does not compute \(old_bias\)"):
         read = Correction.from_json(stale)
     assert read.trees is None and read.weights == c.weights
+
+
+def test_trees_read_their_inputs_by_name():
+    """Trees fitted before an input was added (fewer inputs, in another order) rank as the same trees over every
+    input: a new input keeps an older fit's trees, which never split on it."""
+    rng = np.random.default_rng(2)
+    names = ("log_n", "swap", "log_m", "padding")
+    own = rng.normal(size=(300, len(names)))
+    older = from_lightgbm(_booster(own, own[:, 0] * own[:, 2] - own[:, 3]).dump_model(), names)
+    widen = [TREE_INPUTS.index(name) for name in names]
+    remapped = tuple(tuple(widen[f] for f in feature) for feature in older.feature)
+    full = Trees(TREE_INPUTS, remapped, older.threshold, older.left, older.right, older.value)
+    rows = rng.normal(size=(50, len(TREE_INPUTS)))
+    weights = tuple(0.02 * i for i in range(len(FEATURES)))
+    by_name, by_index = Correction("sm90", weights, trees=older), Correction("sm90", weights, trees=full)
+    assert by_name.log_factors(rows).tolist() == by_index.log_factors(rows).tolist()
+    assert Correction.from_json(by_name.to_json()) == by_name  # read back as stored, its own inputs, no warning
+    assert older.predict(rows[:, widen]).tolist() == full.predict(rows).tolist()
 
 
 def test_the_shipped_ranker_ranks_a_pool_as_it_predicts_each_config():
     from ctgraph.select import _correction
 
     correction = _correction("sm90")
-    assert correction.trees is not None and correction.trees.inputs == TREE_INPUTS
+    assert correction.trees is not None and set(correction.trees.inputs) <= set(TREE_INPUTS)
     pool = candidates(144, 4864, 6928, "float16", H100_SXM, "wgmma", CUDA.supports)
     batch = predict_many(pool, 144, 4864, 6928, "float16", H100_SXM, correction)
     assert batch == [predict(c, 144, 4864, 6928, "float16", H100_SXM, correction) for c in pool]
