@@ -354,15 +354,22 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 1
     if not (args.train and args.validation):
         if args.report:  # only the report: the correction in use, on these tables
-            tables = [(path, Table.from_json(Path(path).read_text())) for path in args.report]
+            tables = [
+                (path, Table.from_json(_table_path(path, "fit --report: the table").read_text()))
+                for path in args.report
+            ]
             _report(tables, load_correction(known_target(tables[0][1].device).family))
             return 0
         raise ValueError(
             "fit: give a train and a validation table (from python -m ctgraph tune), --report TABLE..., or "
             "--check FAMILY"
         )
-    require("lightgbm", "python -m ctgraph fit")
     read = [(args.train, args.validation), *(args.also or [])]
+    for path, what in [(p, w) for pair in read for p, w in zip(pair, ("train", "validation"), strict=True)]:
+        _table_path(path, f"fit: the {what} table")
+    for path in args.report or ():
+        _table_path(path, "fit --report: the table")
+    require("lightgbm", "python -m ctgraph fit")
     train = [Table.from_json(Path(t).read_text()) for t, _ in read]
     validation = [Table.from_json(Path(v).read_text()) for _, v in read]
     f = fit(train, validation, known_target(train[0].device), bounds_norm=norm)
@@ -384,6 +391,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
         extra = [(path, Table.from_json(Path(path).read_text())) for path in args.report]
         _report(fitted + extra, f.correction)
     return 0
+
+
+def _table_path(path: str, what: str) -> Path:
+    """``path`` where it is a file, else a ``ValueError`` naming ``what`` it was given as ("fit: the train table")."""
+    if not Path(path).is_file():
+        raise ValueError(f"{what} {path!r} is not a file; give a table that python -m ctgraph tune wrote (.json)")
+    return Path(path)
 
 
 def _bounds_norm(text: str) -> float:
@@ -433,12 +447,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
-    from .heldout import by_kind, compare, read, run, stability, summary
+    from .heldout import by_kind, check_options, compare, read, run, stability, summary
     from .plot import picture_path, plot_heldout
     from .target import known_target
 
     if args.plot:
         picture_path(args.plot, "heldout --plot")  # a bad path fails before any work starts
+    if not (args.summarize or args.stability):  # what a run takes, checked before the GPU stack is asked for
+        check_options(args.rounds, args.regret, "heldout --")
+        check_output(args.out, (".csv",), "heldout --out")
     if args.against and not Path(args.against).is_file():
         raise ValueError(f"heldout --against: {args.against!r} is not a file; give a CSV that heldout --out wrote")
     if args.device is not None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import math
+import numbers
 import os
 import statistics
 import sys
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import knobs
+from .arguments import positive_int
 from .select.shapes import shape_of
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ __all__ = [
     "by_kind",
     "cached",
     "changed",
+    "check_options",
     "choices",
     "compare",
     "kind",
@@ -383,12 +386,21 @@ def _warn_cached(shapes: list[Shape], device: str) -> None:
         )
 
 
+def check_options(rounds: int, regret: int, prefix: str = "heldout: ") -> None:
+    """A run's ``rounds`` (at least one) and ``regret`` (0: none; else how many of the ranker's first candidates to
+    time), refused before any work with a ``ValueError`` naming them (``prefix``: how the caller spells them)."""
+    positive_int(f"{prefix}rounds", rounds)
+    if isinstance(regret, bool) or not isinstance(regret, numbers.Integral) or regret < 0:
+        raise ValueError(f"{prefix}regret must be 0 (none) or a positive integer, got {regret!r}")
+
+
 def run(
     shapes: list[Shape], out: Path, rounds: int = 3, autotune: bool = False, regret: int = 0, gpus: int | None = None
 ) -> list[dict[str, Any]]:
     """Time every shape (module docstring) over the visible GPUs; the rows, also written to ``out`` (CSV)."""
     import multiprocessing as mp
 
+    check_options(rounds, regret)
     import torch
 
     gpus = gpus or torch.cuda.device_count()

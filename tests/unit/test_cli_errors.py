@@ -84,7 +84,16 @@ def test_shape_sets_skip_then_limit():
         _shapes("train", skip=-1)
 
 
-@pytest.mark.parametrize("argv", [["tune", "test", "--rounds", "0"], ["heldout", "test", "--plot", "t.jpeg"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tune", "test", "--rounds", "0"],
+        ["heldout", "test", "--plot", "t.jpeg"],
+        ["heldout", "test", "--rounds", "0"],
+        ["heldout", "test", "--regret", "-1"],
+        ["heldout", "test", "--out", "test.txt"],
+    ],
+)
 def test_timing_commands_refuse_bad_options_before_any_work(capsys, argv):
     """No GPU is asked for: the option is checked first, and the message names it."""
     assert run(argv) == 2
@@ -97,6 +106,29 @@ def test_fit_refuses_a_bad_bounds_norm_before_any_work(capsys, norm):
     assert run(["fit", "no-such-train.json", "no-such-validation.json", "--bounds-norm", norm]) == 2
     err = capsys.readouterr().err
     assert "--bounds-norm is 'max' or a p >= 1" in err and repr(norm) in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["fit", "no-such-train.json", "no-such-validation.json"], "fit: the train table 'no-such-train.json'"),
+        (["fit", __file__, "no-such-validation.json"], "fit: the validation table 'no-such-validation.json'"),
+        (["fit", __file__, __file__, "--also", __file__, "gone.json"], "fit: the validation table 'gone.json'"),
+        (["fit", "--report", "gone.json"], "fit --report: the table 'gone.json' is not a file"),
+    ],
+)
+def test_fit_names_a_table_that_is_not_there(capsys, argv, message):
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "give a table that python -m ctgraph tune wrote" in err
+
+
+def test_heldout_run_refuses_bad_rounds_and_regret_before_any_work():
+    from ctgraph import heldout
+
+    for rounds, regret, message in ((0, 0, "rounds must be"), (2, -1, "regret must be 0"), (2, 1.5, "regret")):
+        with pytest.raises(ValueError, match=message):
+            heldout.run([(64, 64, 64)], Path("unused.csv"), rounds=rounds, regret=regret)
 
 
 def test_tune_run_refuses_bad_rounds_before_any_work():
