@@ -262,25 +262,24 @@ def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, in
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .arguments import positive_int
-    from .tune import merge, parse_shard, run
+    from .tune import check_options, merge, parse_shard, run
 
     if args.merge:
-        table = merge([Path(p) for p in args.merge], Path(args.out))
+        table = merge([_table_path(p, "tune --merge: the table") for p in args.merge], Path(args.out))
         print(f"merged {len(args.merge)} tables: {len(table.entries)} shapes -> {args.out}")
         return 0
     if not args.shapes:
         raise ValueError("tune: give a shape set (or --merge TABLES)")
-    positive_int("tune: --rounds", args.rounds)  # before the GPU stack is asked for
+    shard = parse_shard(args.shard, "tune --shard")  # the options, before the GPU stack is asked for
+    check_options(args.rounds, args.top, args.extra, shard, "tune: --")
+    check_output(args.out, (".json",), "tune --out")
     if args.fraction != 1 and not args.retime:
         raise ValueError(f"tune: --fraction {args.fraction:g} is a share of a table to time again: add --retime")
     if args.retime:
-        return _retime(args)
+        return _retime(args, shard)
     shapes = _shapes(args.shapes, args.limit, args.skip)
     _require_gpu_stack("python -m ctgraph tune")
-    table = run(
-        shapes, Path(args.out), top=args.top, extra=args.extra, shard=parse_shard(args.shard), rounds=args.rounds
-    )
+    table = run(shapes, Path(args.out), top=args.top, extra=args.extra, shard=shard, rounds=args.rounds)
     print(f"timed {len(table.entries)} shapes -> {args.out}")
     if args.install:
         from .select.cache import store
@@ -289,12 +288,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _retime(args: argparse.Namespace) -> int:
+def _retime(args: argparse.Namespace, shard: tuple[int, int]) -> int:
     """``tune TABLE.json --retime``: time again the configs of the table's shapes not timed on these kernels."""
     from .cache import write_whole
     from .select.cache import Table
     from .select.fit import kernel_hash
-    from .tune import parse_shard, run, sample, stale, timed_before
+    from .tune import run, sample, stale, timed_before
 
     path = Path(args.shapes)
     if path.suffix != ".json" or not path.is_file():
@@ -307,7 +306,6 @@ def _retime(args: argparse.Namespace) -> int:
         old = sample(old, args.fraction)
         print(f"a seeded {args.fraction:g} of {path}'s shapes: {len(old.entries)}")
     kernels = kernel_hash()
-    shard = parse_shard(args.shard)
     before = timed_before(path, out, old.device, kernels)
     if before.entries:  # an earlier run that stopped: keep what it timed, written at once so a later stop loses none
         old = old.merged(before)
@@ -364,12 +362,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
             "fit: give a train and a validation table (from python -m ctgraph tune), --report TABLE..., or "
             "--check FAMILY"
         )
+    require("lightgbm", "python -m ctgraph fit")
     read = [(args.train, args.validation), *(args.also or [])]
     for path, what in [(p, w) for pair in read for p, w in zip(pair, ("train", "validation"), strict=True)]:
         _table_path(path, f"fit: the {what} table")
     for path in args.report or ():
         _table_path(path, "fit --report: the table")
-    require("lightgbm", "python -m ctgraph fit")
     train = [Table.from_json(Path(t).read_text()) for t, _ in read]
     validation = [Table.from_json(Path(v).read_text()) for _, v in read]
     f = fit(train, validation, known_target(train[0].device), bounds_norm=norm)

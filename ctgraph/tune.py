@@ -32,6 +32,7 @@ Needs torch and a GPU (the merge does not).
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import random
 import sys
@@ -42,25 +43,39 @@ from pathlib import Path
 from typing import Any
 
 from . import knobs
+from .arguments import positive_int
 from .config import Config
 from .select.cache import Entry, Table, key, parse_key
 
-__all__ = ["configs_for", "merge", "parse_shard", "run", "sample", "stale", "timed_before", "tune"]
+__all__ = ["check_options", "configs_for", "merge", "parse_shard", "run", "sample", "stale", "timed_before", "tune"]
 
 Shape = tuple[int, int, int]
 
 
-def parse_shard(text: str | None) -> tuple[int, int]:
-    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n``; None: ``RANK``/``WORLD_SIZE`` from the environment, else (0, 1)."""
+def parse_shard(text: str | None, what: str = "shard") -> tuple[int, int]:
+    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n``; None: ``RANK``/``WORLD_SIZE`` from the environment, else (0, 1).
+    ``what``: how the caller spells the option, for the error."""
     if text is None:
         return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
-        raise ValueError(f"shard must be 'i/n' (this host's index and the host count), got {text!r}") from None
+        raise ValueError(f"{what} must be 'i/n' (this host's index and the host count), got {text!r}") from None
     if not 0 <= i < n:
-        raise ValueError(f"shard {text!r}: need 0 <= i < n")
+        raise ValueError(f"{what} {text!r}: need 0 <= i < n")
     return i, n
+
+
+def check_options(rounds: int, top: int, extra: int, shard: tuple[int, int], prefix: str = "tune: ") -> None:
+    """A run's ``rounds`` and ``top`` (at least one), ``extra`` (0 or more) and ``shard`` (``0 <= i < n``), refused
+    before any work with a ``ValueError`` naming them (``prefix``: how the caller spells them)."""
+    positive_int(f"{prefix}rounds", rounds)
+    positive_int(f"{prefix}top", top)
+    if isinstance(extra, bool) or not isinstance(extra, numbers.Integral) or extra < 0:
+        raise ValueError(f"{prefix}extra must be 0 or a positive integer, got {extra!r}")
+    i, n = shard
+    if not 0 <= i < n:
+        raise ValueError(f"{prefix}shard must be (i, n) with 0 <= i < n, got {shard!r}")
 
 
 def configs_for(shape: Shape, target: Any, top: int, extra: int, dtype: str = "float16") -> list[Config]:
@@ -236,11 +251,9 @@ def run(
     to ``out`` (and the workers' parts beside it)."""
     import multiprocessing as mp
 
-    from .arguments import positive_int
     from .select.resolve import device_target
 
-    positive_int("tune: rounds", rounds)
-
+    check_options(rounds, top, extra, shard)
     i, n = shard
     mine = shapes[i::n]
     if gpus is None:

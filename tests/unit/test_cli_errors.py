@@ -92,6 +92,10 @@ def test_shape_sets_skip_then_limit():
         ["heldout", "test", "--rounds", "0"],
         ["heldout", "test", "--regret", "-1"],
         ["heldout", "test", "--out", "test.txt"],
+        ["tune", "test", "--top", "0"],
+        ["tune", "test", "--extra", "-1"],
+        ["tune", "test", "--out", "test.csv"],
+        ["tune", "test", "--shard", "2/2"],
     ],
 )
 def test_timing_commands_refuse_bad_options_before_any_work(capsys, argv):
@@ -139,6 +143,18 @@ def test_tune_run_refuses_bad_rounds_before_any_work():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="rounds must be a positive integer"):
             tune.run([(64, 64, 64)], Path("unused.json"), rounds=bad)
+    for options, message in (
+        ({"top": 0}, "top must be a positive integer"),
+        ({"extra": -2}, "extra must be 0 or a positive integer"),
+        ({"shard": (1, 1)}, r"shard must be \(i, n\) with 0 <= i < n"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            tune.run([(64, 64, 64)], Path("unused.json"), **options)
+
+
+def test_tune_merge_names_a_table_that_is_not_there(capsys, tmp_path):
+    assert run(["tune", "--merge", "gone.json", "--out", str(tmp_path / "m.json")]) == 2
+    assert "tune --merge: the table 'gone.json' is not a file" in capsys.readouterr().err
 
 
 def test_a_reader_that_stops_reading_gets_no_error():
