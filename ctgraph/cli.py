@@ -422,6 +422,7 @@ def _report(tables: list, correction: Any) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """A short tune of train and validation shapes on this GPU, then the fit, stored for this device's family."""
+    from .arguments import positive_int
     from .cache import write_whole
     from .deps import require
     from .select.fit import fit
@@ -429,6 +430,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .select.resolve import device_target
     from .tune import run
 
+    positive_int("calibrate --shapes", args.shapes)  # before the GPU stack is asked for (0 would mean every shape)
     _require_gpu_stack("python -m ctgraph calibrate")
     require("lightgbm", "python -m ctgraph calibrate")  # before the tune it fits on
     out = Path(args.out)
