@@ -142,6 +142,21 @@ def compile_config(
     return compile(g, target=target, **config.compile_args(), **(options | config.layout.options()))
 
 
+def _autotune_idle(target: str, transform: str, auto_tile: bool, options: dict[str, Any]) -> str | None:
+    """Why ``autotune=True`` has nothing to time in this compile (None: it times, or reads the device's cache):
+    autotune chooses among the ranker's configs of ``transform="auto"`` on a ``macro_tile="auto"`` graph, tile and
+    cluster layout included, on the GPU."""
+    if target != "cuda":
+        return f"target {target!r} (autotune times CUDA kernels on the GPU)"
+    if transform != "auto":
+        return f'transform={transform!r} (autotune chooses the transform too: give transform="auto")'
+    if not auto_tile:
+        return 'a graph of a fixed macro_tile (autotune chooses the tile too: build it with macro_tile="auto")'
+    if given := [o for o in LAYOUT_OPTIONS if options.get(o) not in (None, 0)]:
+        return f"{', '.join(given)} given (autotune chooses the cluster layout too)"
+    return None
+
+
 def _autotune_build(graph: CoordinateGraph, target: str, options: dict[str, Any]) -> Any:
     """How autotune makes a candidate config of this GEMM (:mod:`ctgraph.select.autotune`): not yet built, so that
     :func:`~ctgraph.select.autotune.time_configs` compiles every candidate at once; each loads at its first launch."""
@@ -172,7 +187,9 @@ def compile(
     (or ``CTGRAPH_AUTOTUNE=1``): for a graph built with ``macro_tile="auto"``, the ranker's top candidates are
     timed on the GPU where the device has no entry for the shape, and the winner is cached per device
     (:mod:`ctgraph.select.autotune`). ``autotune=True`` with ``build=False`` is an error (timing needs the GPU);
-    the environment variable only applies where a kernel is built on a GPU, so it never breaks ``build=False``.
+    where it has nothing to time (target "cpu", a named transform, a fixed tile or a given cluster layout) it
+    warns and compiles without it. The environment variable only applies where a kernel is built on a GPU, so it
+    never breaks ``build=False`` and never warns.
     ``workgroups``: the grid size g; default: the workgroups the device holds at once on "cuda" (one CTA per SM,
     which fills an SM on the wgmma path and is a lower bound on the mma paths; whole clusters where a workgroup is
     a cluster), :data:`CPU_WORKGROUPS` on "cpu";
@@ -216,6 +233,9 @@ def compile(
         require_cuda("compile(target='cuda') with build=True")
     selection = None
     auto_tile = "auto_selection" in graph.attrs  # built with macro_tile="auto"
+    idle = autotune and not (target == "cuda" and not build and transform == "auto")  # that one: an error, below
+    if idle and (why := _autotune_idle(target, transform, auto_tile, options)):
+        warnings.warn(f"autotune=True has nothing to time here: {why}; compiled without it", stacklevel=2)
     if transform == "auto" or workgroups in (None, "auto") or auto_tile or auto_layout or raster == "auto":
         from .select.resolve import auto_layout as ranked_layout
         from .select.resolve import choose, given_layout, layout_for, resident, target_of, wgmma_options

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -843,3 +844,45 @@ def test_a_named_two_tile_schedule_still_gets_the_rankers_layout_and_order():
     assert {o: kern.options[o] for o in ("cluster", "multicast", "swap")} == best.layout.options()
     chosen = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), "auto", target="cuda", build=False)
     assert chosen.selection.config.transform != "streamk2tile"
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda g: ctgraph.compile(g(macro_tile="auto"), "auto", target="cpu", autotune=True), "target 'cpu'"),
+        (lambda g: ctgraph.compile(g(macro_tile="auto"), "streamk", target="cpu", autotune=True), "target 'cpu'"),
+        (
+            lambda g: ctgraph.compile(g(macro_tile="auto"), "splitk_reduce", target="cuda", build=False, autotune=True),
+            "transform='splitk_reduce'",
+        ),
+        (
+            lambda g: ctgraph.compile(
+                g(macro_tile=(128, 128, 64)), "dataparallel", target="cuda", build=False, autotune=True
+            ),
+            "transform='dataparallel'",
+        ),
+    ],
+)
+def test_autotune_that_has_nothing_to_time_says_so(make, why):
+    """``autotune=True`` where no candidate would be timed warns, naming why, and compiles as without it."""
+    with pytest.warns(UserWarning, match=rf"autotune=True has nothing to time here: {why}"):
+        kern = make(lambda **tile: ctgraph.gemm(130, 72, 4104, **tile))
+    assert kern is not None
+
+
+def test_autotune_idle_names_each_reason():
+    from ctgraph.api import _autotune_idle
+
+    assert _autotune_idle("cuda", "auto", True, {}) is None
+    assert _autotune_idle("cuda", "auto", True, {"cluster": None, "swap": 0}) is None
+    assert "fixed macro_tile" in _autotune_idle("cuda", "auto", False, {})
+    assert "cluster, multicast given" in _autotune_idle("cuda", "auto", True, {"cluster": 2, "multicast": "a"})
+    assert "target 'cpu'" in _autotune_idle("cpu", "auto", True, {})
+
+
+def test_the_environments_autotune_never_warns(monkeypatch):
+    monkeypatch.setenv("CTGRAPH_AUTOTUNE", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ctgraph.compile(ctgraph.gemm(130, 72, 4104, macro_tile="auto"), "streamk", target="cpu")
+        ctgraph.compile(ctgraph.gemm(130, 72, 4104), "auto", target="cuda", build=False)
