@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["positive_int"]
+__all__ = ["count", "positive_int"]
 
 
 def positive_int(name: str, value: object) -> int:
@@ -14,4 +14,12 @@ def positive_int(name: str, value: object) -> int:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if value < 1:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {value!r}")
+    return int(value)
+
+
+def count(name: str, value: object) -> int:
+    """``value`` as an int where it is 0 or a positive integer (not a bool), else a ``ValueError`` naming ``name``:
+    for options where 0 means none (or all)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be 0 or a positive integer, got {value!r}")
     return int(value)

@@ -212,13 +212,14 @@ def _require_gpu_stack(what: str) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .arguments import positive_int
+    from .arguments import count, positive_int
     from .bench import DEFAULT_SHAPES, read_shapes, run_bench
 
     if args.mainloop == "mma" and args.tile == "auto":
         print("error: --mainloop mma needs --tile BM BN BK (the auto tiles are the wgmma path's)", file=sys.stderr)
         return 2
-    positive_int("rounds", args.rounds)
+    positive_int("bench --rounds", args.rounds)
+    count("bench --limit", args.limit)
     shapes = read_shapes(args.shapes or DEFAULT_SHAPES)
     if args.limit:
         shapes = shapes[: args.limit]
@@ -241,12 +242,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, int]]:
     """A shape set by name (:data:`SETS`: ctgraph/data/shapes/, :mod:`ctgraph.select.shapes`) or a CSV of m,n,k;
     without its first ``skip`` shapes, then its first ``limit`` (0: all)."""
-    from .arguments import positive_int
+    from .arguments import count
     from .select import shapes
 
-    for what, v in (("--limit", limit), ("--skip", skip)):
-        if v:
-            positive_int(what, v)
+    count("--limit", limit)
+    count("--skip", skip)
 
     path = shapes.DATA / f"{name}.csv"
     if name in SETS and path.exists():
@@ -531,12 +531,13 @@ def _bounds(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
 
 
 def cmd_draw(args: argparse.Namespace) -> int:
-    from .arguments import positive_int
+    from .arguments import count
     from .select import shapes
 
-    shapes.fresh(args.set, args.start, args.start)  # the set and start checked, no draw (stop: in the real call)
-    if args.limit:
-        positive_int("draw --limit", args.limit)
+    if not 0 <= args.start <= args.stop:
+        raise ValueError(f"draw: need 0 <= --start <= --stop, got {args.start} and {args.stop}")
+    shapes.fresh(args.set, args.start, args.start)  # the set checked, no draw
+    count("draw --limit", args.limit)
     bounds = _bounds(args)
     check_output(args.out, (".csv",), "draw --out")
     if args.stop > 10**6:  # the generator runs from draw 0: about 25 s a million draws

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import math
-import numbers
 import os
 import statistics
 import sys
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import knobs
-from .arguments import positive_int
+from .arguments import count, positive_int
 from .select.shapes import shape_of
 
 if TYPE_CHECKING:
@@ -390,8 +389,7 @@ def check_options(rounds: int, regret: int, prefix: str = "heldout: ") -> None:
     """A run's ``rounds`` (at least one) and ``regret`` (0: none; else how many of the ranker's first candidates to
     time), refused before any work with a ``ValueError`` naming them (``prefix``: how the caller spells them)."""
     positive_int(f"{prefix}rounds", rounds)
-    if isinstance(regret, bool) or not isinstance(regret, numbers.Integral) or regret < 0:
-        raise ValueError(f"{prefix}regret must be 0 (none) or a positive integer, got {regret!r}")
+    count(f"{prefix}regret", regret)
 
 
 def run(

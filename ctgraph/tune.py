@@ -32,7 +32,6 @@ Needs torch and a GPU (the merge does not).
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import random
 import sys
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from . import knobs
-from .arguments import positive_int
+from .arguments import count, positive_int
 from .config import Config
 from .select.cache import Entry, Table, key, parse_key
 
@@ -71,8 +70,7 @@ def check_options(rounds: int, top: int, extra: int, shard: tuple[int, int], pre
     before any work with a ``ValueError`` naming them (``prefix``: how the caller spells them)."""
     positive_int(f"{prefix}rounds", rounds)
     positive_int(f"{prefix}top", top)
-    if isinstance(extra, bool) or not isinstance(extra, numbers.Integral) or extra < 0:
-        raise ValueError(f"{prefix}extra must be 0 or a positive integer, got {extra!r}")
+    count(f"{prefix}extra", extra)
     i, n = shard
     if not 0 <= i < n:
         raise ValueError(f"{prefix}shard must be (i, n) with 0 <= i < n, got {shard!r}")

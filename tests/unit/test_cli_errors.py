@@ -80,8 +80,10 @@ def test_shape_sets_skip_then_limit():
     everything = shapes.read(shapes.DATA / "train.csv")
     assert _shapes("train", limit=5, skip=10) == everything[10:15]
     assert _shapes("train", skip=390) == everything[390:]
-    with pytest.raises(ValueError, match="--skip must be a positive integer"):
+    with pytest.raises(ValueError, match="--skip must be 0 or a positive integer, got -1"):
         _shapes("train", skip=-1)
+    with pytest.raises(ValueError, match="--limit must be 0 or a positive integer, got -2"):
+        _shapes("train", limit=-2)
 
 
 @pytest.mark.parametrize(
@@ -97,10 +99,13 @@ def test_shape_sets_skip_then_limit():
         ["tune", "test", "--out", "test.csv"],
         ["tune", "test", "--shard", "2/2"],
         ["calibrate", "--shapes", "0"],
+        ["bench", "--limit", "-1"],
+        ["draw", "train", "--start", "-1", "--stop", "5"],
+        ["draw", "train", "--limit", "-1", "--start", "0", "--stop", "5"],
     ],
 )
 def test_timing_commands_refuse_bad_options_before_any_work(capsys, argv):
-    """No GPU is asked for: the option is checked first, and the message names it."""
+    """No GPU is asked for: the option is checked first, and the message names it (the first flag given)."""
     assert run(argv) == 2
     out = capsys.readouterr()
     flag = next(a for a in argv if a.startswith("--"))
