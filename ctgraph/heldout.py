@@ -399,6 +399,7 @@ def run(
     import multiprocessing as mp
 
     check_options(rounds, regret)
+
     import torch
 
     gpus = gpus or torch.cuda.device_count()

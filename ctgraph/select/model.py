@@ -416,8 +416,8 @@ class Correction:
             raise ValueError(f"a correction's level has one weight per {LEVEL_INPUTS}, got {len(self.level)}")
         if self.trees is not None and (unknown := _uncomputed(self.trees)):
             raise ValueError(
-                f"a correction's trees must read inputs of {TREE_INPUTS}; {', '.join(unknown)} is not computed "
-                "here: refit it (python -m ctgraph fit)"
+                f"a correction's trees read inputs this version does not compute ({', '.join(unknown)}): refit it "
+                "(python -m ctgraph fit)"
             )
 
     @property
