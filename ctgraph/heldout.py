@@ -9,11 +9,12 @@ rounds and last in odd ones (:func:`~ctgraph.measure.in_turn`); two times each (
 
 The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, the shapes below 0.9x and 0.8x, the
 worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
-the ranker's first ``N`` candidates are timed too, and the regret (chosen / fastest of them) and the fastest config
-written; the selection's stability under +8 and +64 on every dimension (the share of shapes whose tile, layout and
-transform stay the same) needs no GPU; ``--summarize`` prints the summary of a CSV an earlier run wrote,
-``--against OLD`` compares it with another run's (:func:`compare`: another commit, device or option), and ``--plot``
-draws its shapes (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker
+the ranker's first ``N`` candidates are timed too, and the regret (chosen / fastest of them), the fastest config
+and every timed config's seconds (``timed``, JSON: :func:`timed_of`) written; the selection's stability under +8
+and +64 on every dimension (the share of shapes whose tile, layout and transform stay the same) needs no GPU;
+``--summarize`` prints the summary of a CSV an earlier run wrote, ``--against OLD`` compares it with another run's
+(:func:`compare`: another commit, device or option), and ``--plot`` draws its shapes
+(:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker
 each; every shape's two kernels run on one GPU, so each ratio is taken on one device. Each worker writes its rows to
 ``OUT.part<gpu>.csv`` as it goes (what a run that is killed leaves); a run that finishes merges them into ``OUT`` and
 removes them.
@@ -26,6 +27,7 @@ draws to time a change on, before and after it.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import statistics
@@ -55,6 +57,8 @@ __all__ = [
     "run",
     "stability",
     "summary",
+    "timed_json",
+    "timed_of",
 ]
 
 Shape = tuple[int, int, int]
@@ -140,9 +144,12 @@ def _time_shape(shape: Shape, rounds: int, autotune: bool, regret: int) -> dict[
         ranked = [c for c, _ in kern.selection.ranked[:regret]] if kern.selection else []
         times = time_configs(m, n, k, "float16", ranked, lambda c: compile_config(c, m, n, k, build=False))
         chosen = kern.selection.config if kern.selection else None
-        fastest, best = min([*times.items(), (chosen, statistics.median(ko))], key=lambda ct: ct[1])
+        if chosen is not None:  # the chosen config's seconds are the run's own
+            times[chosen] = statistics.median(ko)
+        fastest, best = min(times.items(), key=lambda ct: ct[1], default=(chosen, statistics.median(ko)))
         row["regret"] = statistics.median(ko) / best
         row["fastest"] = fastest.name if fastest is not None else ""
+        row["timed"] = timed_json(times)
     return row
 
 
@@ -192,6 +199,7 @@ FIELDS = (
     "regret",
     "fastest",
     "predicted_us",
+    "timed",
 )
 
 
@@ -210,6 +218,19 @@ def read(path: Path) -> list[dict[str, Any]]:
         for key in ("kernel_ratio", "call_ratio", "regret", "ours_us", "predicted_us"):
             r[key] = float(r.get(key) or "nan")  # NOTE: runs before the ranker's level wrote no predicted_us
     return rows
+
+
+def timed_json(times: dict[Any, float]) -> str:
+    """A ``--regret`` row's ``timed`` column: the seconds of every config timed for the shape, as JSON by config name
+    (those that did not build or run left out), so that another ranking can be scored on the run later, without a
+    GPU (:func:`timed_of`)."""
+    return json.dumps({c.name: t for c, t in times.items() if math.isfinite(t)}, sort_keys=True)
+
+
+def timed_of(row: dict[str, Any]) -> dict[str, float]:
+    """The seconds of each config a ``--regret`` row timed (:func:`timed_json`), by config name; none for other rows
+    and for runs before the column."""
+    return {str(c): float(t) for c, t in json.loads(row.get("timed") or "{}").items()}
 
 
 def predicted_us(selection: Any) -> float:

@@ -137,9 +137,10 @@ def test_a_tune_records_its_kernels_and_retime_times_only_the_stale_shapes(tmp_p
 
 def test_heldout_regret_times_the_ranked_and_names_the_fastest(tmp_path):
     """``heldout --regret N``: the ranker's first N configs timed beside the chosen one; the regret is the chosen's
-    time over the fastest's (at least 1) and the CSV names the fastest, a config the ranker ranked."""
+    time over the fastest's (at least 1), and the CSV names the fastest, a config the ranker ranked, and keeps every
+    config's seconds, the chosen one's from the run itself."""
     pytest.importorskip("torch")
-    from ctgraph.heldout import _time_shape, _write, read
+    from ctgraph.heldout import _time_shape, _write, read, timed_of
     from ctgraph.select import Config
 
     row = _time_shape((200, 328, 1544), rounds=1, autotune=False, regret=3)
@@ -149,3 +150,7 @@ def test_heldout_regret_times_the_ranked_and_names_the_fastest(tmp_path):
     path = tmp_path / "regret.csv"
     _write([row], path)
     assert read(path)[0]["fastest"] == row["fastest"]
+    timed = timed_of(read(path)[0])  # every config timed, the fastest's seconds the least of them
+    assert row["fastest"] in timed and kern.selection.config.name in timed and 1 <= len(timed) <= 4
+    assert min(timed.values()) == timed[row["fastest"]]
+    assert row["regret"] == timed[kern.selection.config.name] / timed[row["fastest"]]

@@ -90,6 +90,25 @@ def test_summarize_reads_a_runs_csv(tmp_path, capsys):
     assert "not a file" in capsys.readouterr().err
 
 
+def test_a_regret_rows_timed_configs_come_back_from_its_csv(tmp_path):
+    """``--regret``: every config timed for a shape is kept (``timed``), one that did not build left out; a row
+    without them reads as none."""
+    from ctgraph.heldout import timed_json, timed_of
+    from ctgraph.select import Config
+
+    chosen = Config.parse("128x128x64 1b dataparallel g64 r1")
+    other = Config.parse("128x256x64 2b dataparallel g32 r1")
+    broken = Config.parse("256x256x64 2b dataparallel g16 r1")
+    times = {chosen: 8e-6, other: 7.5e-6, broken: math.inf}
+    rows = _rows({(1024, 1024, 1024): 1.0, (2048, 2048, 2048): 1.0})
+    rows[0]["timed"] = timed_json(times)
+    path = tmp_path / "regret.csv"
+    _write(rows, path)
+    back = read(path)
+    assert timed_of(back[0]) == {chosen.name: 8e-6, other.name: 7.5e-6}
+    assert timed_of(back[1]) == {} and timed_of({}) == {}
+
+
 def test_against_an_earlier_run_separates_the_shapes_whose_config_changed(tmp_path, capsys):
     """Two runs of the same shapes: the per-shape quotient, the changed shapes before and after, the unchanged ones
     (the spread between runs), the movers each way; shapes only one run holds are left out."""
