@@ -334,12 +334,15 @@ def _retime(args: argparse.Namespace, shard: tuple[int, int]) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .deps import require
+    from .plot import picture_path
     from .select.cache import Table
     from .select.fit import fit, is_current, kernel_hash, timed_on
     from .select.model import load_correction
     from .target import known_target
 
     norm = _bounds_norm(args.bounds_norm)  # before any work
+    if args.plot:
+        picture_path(args.plot, "fit --plot")
     if args.check:  # is the shipped (or calibrated) correction fitted on the kernels this code generates?
         correction = load_correction(args.check)
         if is_current(correction):
@@ -356,7 +359,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
                 (path, Table.from_json(_table_path(path, "fit --report: the table").read_text()))
                 for path in args.report
             ]
-            _report(tables, load_correction(known_target(tables[0][1].device).family))
+            correction = load_correction(known_target(tables[0][1].device).family)
+            _report(tables, correction)
+            if args.plot:
+                _plot_fit([t for _, t in tables], correction, args.plot, "the correction in use")
             return 0
         raise ValueError(
             "fit: give a train and a validation table (from python -m ctgraph tune), --report TABLE..., or "
@@ -388,7 +394,24 @@ def cmd_fit(args: argparse.Namespace) -> int:
         fitted = list(zip(paths, timed, strict=True))
         extra = [(path, Table.from_json(Path(path).read_text())) for path in args.report]
         _report(fitted + extra, f.correction)
+    if args.plot:
+        _plot_fit(validation, f.correction, args.plot, "the new fit, on its validation tables")
     return 0
+
+
+def _plot_fit(tables: list, correction: Any, path: str, title: str) -> None:
+    """``fit --plot``: the ranker's prices against the timings of ``tables`` (:func:`ctgraph.plot.plot_fit`), each
+    table read on its own device's known target and its shapes its own, as ``--report`` scores them."""
+    from .plot import plot_fit
+    from .select.fit import predictions
+    from .target import known_target
+
+    points = [
+        (f"{i}:{key}", config, predicted, measured, first)
+        for i, table in enumerate(tables)
+        for key, config, predicted, measured, first in predictions(table, known_target(table.device), correction)
+    ]
+    print(f"wrote {plot_fit(points, path, title)}")
 
 
 def _table_path(path: str, what: str) -> Path:
@@ -680,6 +703,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="*",
         metavar="TABLE",
         help="the regret on each table fitted and on these (without a train table: of the correction in use)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="also draw the prices against the timings (.png, .svg or .pdf): the validation tables, or with --report "
+        "alone its tables",
     )
     p.set_defaults(func=cmd_fit)
     p = sub.add_parser("calibrate", help="a short tune and fit for this GPU's family (needs torch and a GPU)")

@@ -1,4 +1,4 @@
-"""Pictures: a kernel's schedule, and a held-out run against cuBLAS.
+"""Pictures: a kernel's schedule, a held-out run against cuBLAS, and the ranker on measured tables.
 
 **Schedules.** ``plot_schedule(kern, path)`` draws ``kern.schedule()``: x is the iteration slot inside a
 workgroup, y the workgroup, the colour the output tile. A black triangle marks a workgroup that starts a tile past
@@ -11,7 +11,12 @@ of the graph (Stream-K, then data-parallel).
 multiply-adds, coloured by the transform chosen and shaped by its kind (:func:`ctgraph.heldout.kind`), with the
 geomean and p10 as lines and the worst shapes numbered and named.
 
-Both need matplotlib (the ``plot`` extra); the output is deterministic (no dates in the file, fixed colours and SVG
+**The ranker.** ``plot_fit(points, path)`` draws :func:`ctgraph.select.fit.predictions`: left, every timed
+config's measured seconds against the ranker's price (log-log, coloured by transform, the config it ranks first
+ringed in black); right, per shape, the measured seconds of that first config over the fastest timed (the regret)
+against the shape's multiply-adds.
+
+All need matplotlib (the ``plot`` extra); the output is deterministic (no dates in the file, fixed colours and SVG
 ids).
 """
 
@@ -26,7 +31,7 @@ from .deps import require
 from .expr import to_int
 from .schedule import sections
 
-__all__ = ["picture_path", "plot_heldout", "plot_schedule", "seams", "tile_colour"]
+__all__ = ["picture_path", "plot_fit", "plot_heldout", "plot_schedule", "seams", "tile_colour"]
 
 SUFFIXES = (".png", ".svg", ".pdf")
 META = {".png": {"Software": None}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}  # no dates
@@ -206,6 +211,63 @@ def plot_heldout(rows: list[dict[str, Any]], path: str | Path, title: str = "", 
                 for i, r in enumerate(worst_rows, 1)
             ]
             ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+            fig.tight_layout()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])  # no dates: byte-identical files
+        finally:
+            plt.close(fig)
+    return path
+
+
+def plot_fit(
+    points: list[tuple[str, Any, float, float, bool]], path: str | Path, title: str = "", dpi: int = 90
+) -> Path:
+    """Draw the ranker's ``points`` (:func:`ctgraph.select.fit.predictions`) to ``path`` (module docstring)."""
+    from .select.cache import parse_key
+
+    path = picture_path(path, "fit --plot")
+    if not points:
+        raise ValueError("fit plot: no timed config to draw")
+    matplotlib = require("matplotlib", "fit --plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    fastest: dict[str, float] = {}
+    for key, _, _, measured, _ in points:
+        fastest[key] = min(measured, fastest.get(key, math.inf))
+    chosen = [(key, measured / fastest[key]) for key, _, _, measured, first in points if first]
+    regrets = [r for _, r in chosen]
+    geomean = math.exp(sum(map(math.log, regrets)) / len(regrets))
+    with plt.rc_context({"svg.hashsalt": "ctgraph", "font.size": 9}):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+        try:
+            for _, config, predicted, measured, first in points:
+                colour = TRANSFORM_COLOURS.get(config.transform, "#7f7f7f")
+                left.scatter(predicted * 1e6, measured * 1e6, s=10, color=colour, alpha=0.5, linewidths=0)
+                if first:
+                    left.scatter(predicted * 1e6, measured * 1e6, s=24, facecolors="none", edgecolors="black", lw=0.6)
+            low = min(min(p, m) for _, _, p, m, _ in points) * 1e6
+            high = max(max(p, m) for _, _, p, m, _ in points) * 1e6
+            left.plot([low, high], [low, high], color="black", lw=0.8)
+            left.set_xscale("log")
+            left.set_yscale("log")
+            left.set_xlabel("the ranker's price (us)")
+            left.set_ylabel("measured (us)")
+            handles = [Line2D([], [], marker="o", ls="", color=c, label=t) for t, c in TRANSFORM_COLOURS.items()]
+            handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="black", label="ranked first"))
+            left.legend(handles=handles, fontsize=7, frameon=False, loc="upper left")
+            for key, r in chosen:
+                m, n, k, _ = parse_key(key.rsplit(":", 1)[-1])  # keys of several tables: "table:key"
+                right.scatter(m * n * k, r, s=14, color="#1f77b4", alpha=0.7, linewidths=0)
+            right.axhline(geomean, color="black", lw=0.8, ls="--")
+            right.set_xscale("log")
+            right.set_xlabel("multiply-adds m n k")
+            right.set_ylabel("first config / fastest timed (regret)")
+            head = f"{title}: " if title else ""
+            fig.suptitle(
+                f"{head}{len(points)} timings, {len(chosen)} shapes, regret geomean {geomean:.4f}", fontsize=10
+            )
             fig.tight_layout()
             path.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])  # no dates: byte-identical files

@@ -67,6 +67,7 @@ __all__ = [
     "is_current",
     "kernel_hash",
     "pooled",
+    "predictions",
     "references",
     "regret",
     "samples",
@@ -272,6 +273,22 @@ def references(tables: Table | Sequence[Table], target: Target, norm: float = ma
         for t, own in read
         for key in t.entries
     }
+
+
+def predictions(
+    tables: Table | Sequence[Table], target: Target, correction: Correction
+) -> list[tuple[str, Config, float, float, bool]]:
+    """``correction`` on ``tables`` (read as :func:`pooled` reads them, with the correction's bound norm): per timed
+    config, ``(shape key, config, predicted seconds, measured seconds, ranked first)``; predicted is the analytic
+    model times the correction and the shape's level (:meth:`~.model.Correction.log_level`), what the ranker prices
+    a config at, and ``ranked first`` marks the config it would choose among those timed (what :func:`regret`
+    scores)."""
+    rows = pooled(tables, target, correction.bounds_norm)
+    refs = references(tables, target, correction.bounds_norm)
+    ranked, _ = _logs(rows, correction)
+    first = {idx[int(np.argmin(ranked[idx]))] for idx in _groups(rows).values()}
+    levels = {key: correction.log_level(ref) for key, ref in refs.items()}
+    return [(r[0], r[1], math.exp(ranked[i] + levels[r[0]]), r[4], i in first) for i, r in enumerate(rows)]
 
 
 def table_regret(table: Table, correction: Correction) -> tuple[int, float, float, int]:
