@@ -12,6 +12,7 @@ each fold on a seeded fraction F of the other shapes: the learning curve that sa
     python docs/results/offline_fit_trials.py --cv 5 --out max.json           # 5-fold over every table's shapes
     python docs/results/offline_fit_trials.py --cv 5 --p 4 --against max.json  # and paired with the run before
     python docs/results/offline_fit_trials.py --cv 5 --p 4 --h200-only --keep 0.5   # half the H200's shapes fitted
+    python docs/results/offline_fit_trials.py --cv 5 --p 4 --h200-only --seed 1000  # another draw of the folds
 """
 
 import argparse
@@ -47,11 +48,12 @@ def main() -> None:
     ap.add_argument("--out", help="with --cv: write each shape's regret to this JSON")
     ap.add_argument("--against", help="with --cv: the mean log regret's change from this --out, shape by shape")
     ap.add_argument("--keep", type=float, default=1.0, help="with --cv: fit each fold on this fraction of the others")
+    ap.add_argument("--seed", type=int, default=0, help="with --cv: the seed of the folds' draw (another partition)")
     args = ap.parse_args()
     norm = args.p or math.inf
     F._timed_on_these = lambda tables, kernels: None  # NOTE: the old timings, knowingly: a trial, never shipped
     if args.cv:
-        return cross_validate(args.cv, args.out, args.against, args.keep, args.h200_only, norm)
+        return cross_validate(args.cv, args.out, args.against, args.keep, args.h200_only, norm, args.seed)
     pairs = [p for p in PAIRS if not (args.h200_only and p in H100)]
     fit = F.fit(
         [table(f"{p}-train") for p in pairs],
@@ -73,22 +75,24 @@ def main() -> None:
     print(f"outside the fit: {shapes} shapes, regret {math.exp(logs / shapes):.4f}")
 
 
-def cross_validate(folds: int, out: str | None, against: str | None, keep: float, h200_only: bool, norm: float) -> None:
-    """Each shape of every table in one of ``folds`` seeded folds; each fold refitted on the others (lambda and trees
-    chosen on the fold itself, alike for every variant) and its shapes' regrets kept. ``keep``: each fold fitted on
-    that seeded fraction of the others (the same draw for every variant); ``h200_only``: the H100's tables never
-    fitted, only scored (as after a retime, which an H200 cannot do for them)."""
+def cross_validate(
+    folds: int, out: str | None, against: str | None, keep: float, h200_only: bool, norm: float, seed: int = 0
+) -> None:
+    """Each shape of every table in one of ``folds`` folds drawn with ``seed``; each fold refitted on the others
+    (lambda and trees chosen on the fold itself, alike for every variant) and its shapes' regrets kept. ``keep``:
+    each fold fitted on that seeded fraction of the others (the same draw for every variant); ``h200_only``: the
+    H100's tables never fitted, only scored (as after a retime, which an H200 cannot do for them)."""
     names = [f"{p}-{s}" for p in PAIRS for s in ("train", "validation")] + OUTSIDE
     tables = [table(n) for n in names]
     fitted = [not (h200_only and n.rsplit("-", 1)[0] in H100) for n in names]
     units = [(i, key) for i, t in enumerate(tables) for key in sorted(t.entries)]
-    random.Random(0).shuffle(units)
+    random.Random(seed).shuffle(units)
     regrets: dict[str, float] = {}
     timings = 0
     for f in range(folds):
         held = set(units[f::folds])
         rest = [u for u in units if u not in held and fitted[u[0]]]
-        kept = set(random.Random(1 + f).sample(rest, round(keep * len(rest))))
+        kept = set(random.Random(seed + 1 + f).sample(rest, round(keep * len(rest))))
         timings += sum(len(tables[i].entries[key].seconds) for i, key in kept)
 
         def part(chosen: set) -> list[Table]:
