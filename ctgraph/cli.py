@@ -20,7 +20,7 @@ from .passes import PIPELINES, TRANSFORMS
 
 SETS = ("train", "validation", "test", "llm", "anchors", "corpus")  # ctgraph/data/shapes/<name>.csv
 SETS_HELP = f"a set ({', '.join(SETS)}) or a CSV with columns m,n,k"
-CHOICE_FIELDS = ("m", "n", "k", "config", "reason")  # the columns choose writes
+CHOICE_FIELDS = ("m", "n", "k", "config", "reason", "predicted_us", "runner_up", "margin")  # what choose writes
 
 __all__ = ["main"]
 
@@ -747,7 +747,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes (after --skip)")
     p.add_argument("--skip", type=int, default=0, help="leave out the first N shapes")
-    p.add_argument("--out", default="out/choices.csv", help="a CSV of m,n,k,config,reason (heldout reads it)")
+    p.add_argument(
+        "--out",
+        default="out/choices.csv",
+        help="a CSV of m,n,k,config,reason, the ranker's price, its runner-up and margin (heldout reads it)",
+    )
     p.set_defaults(func=cmd_choose)
     p = sub.add_parser(
         "draw", help="fresh shapes from a set's seeded generator, past the set, to probe a change on (no GPU)"

@@ -345,11 +345,27 @@ def _selection(shape: Shape, device: str | None, dtype: str = "float16") -> Sele
 
 def choices(shapes: list[Shape], device: str | None = None, dtype: str = "float16") -> list[dict[str, Any]]:
     """The config the default path runs for each shape on the known device ``device`` (default: the H100 SXM) and
-    the reason, as :func:`run` records them, decided without a GPU (:func:`_selection`)."""
+    the reason, as :func:`run` records them, decided without a GPU (:func:`_selection`); with the ranker's price of
+    it (``predicted_us``, :func:`predicted_us`), the config it priced next (``runner_up``) and how much dearer
+    (``margin``: the runner-up's price over the chosen one's; near 1, the ranker is least sure, and autotune or a
+    probe has the most to find)."""
     out = []
     for m, n, k in shapes:
         chosen = _selection((m, n, k), device, dtype)
-        out.append({"m": m, "n": n, "k": k, "config": chosen.config.name, "reason": chosen.reason})
+        price = predicted_us(chosen)
+        runner = next(((c, t) for c, t in chosen.ranked if c != chosen.config), None)
+        out.append(
+            {
+                "m": m,
+                "n": n,
+                "k": k,
+                "config": chosen.config.name,
+                "reason": chosen.reason,
+                "predicted_us": round(price, 3),
+                "runner_up": runner[0].name if runner else "",
+                "margin": round(runner[1] * 1e6 / price, 4) if runner and math.isfinite(price) else math.nan,
+            }
+        )
     return out
 
 

@@ -229,11 +229,12 @@ def test_a_worker_past_the_visible_gpus_is_refused(monkeypatch):
 
 def test_choose_writes_the_default_paths_config_and_keeps_what_a_change_moved(tmp_path, capsys):
     """choose: each shape's config and reason as the default path decides them on a known device (no GPU), the same
-    as select on that target; --against keeps only the shapes whose config differs from an earlier CSV's."""
+    as select on that target, with the ranker's price and its runner-up; --against keeps only the shapes whose
+    config differs from an earlier CSV's."""
     import csv
 
     from ctgraph.backends import backend
-    from ctgraph.select import select
+    from ctgraph.select import Config, select
     from ctgraph.select.resolve import path_of
     from ctgraph.target import known_target
 
@@ -247,6 +248,15 @@ def test_choose_writes_the_default_paths_config_and_keeps_what_a_change_moved(tm
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
         want = select(m, n, k, "float16", target, path_of(target, "float16", k, n, {}), backend("cuda").supports)
         assert (r["config"], r["reason"]) == (want.config.name, want.reason)
+        if len(want.ranked) < 2:  # a path of one candidate: no runner-up
+            assert r["runner_up"] == "" and math.isnan(float(r["margin"]))
+        elif want.source == "ranker":  # its price, and the config it priced next, no cheaper
+            prices = dict(want.ranked)
+            assert float(r["predicted_us"]) == pytest.approx(prices[want.config] * 1e6, abs=1e-3)
+            assert r["runner_up"] != r["config"] and float(r["margin"]) >= 1.0
+            assert float(r["margin"]) == pytest.approx(
+                prices[Config.parse(r["runner_up"])] * 1e6 / float(r["predicted_us"]), rel=1e-3
+            )
     assert len(rows) == 3 and "3 shapes" in capsys.readouterr().out
 
     rows[1]["config"] = "64x64x64 1b dataparallel g1 r1"  # an earlier run that chose otherwise for one shape
