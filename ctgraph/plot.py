@@ -242,11 +242,15 @@ def plot_fit(
     with plt.rc_context({"svg.hashsalt": "ctgraph", "font.size": 9}):
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
         try:
-            for _, config, predicted, measured, first in points:
-                colour = TRANSFORM_COLOURS.get(config.transform, "#7f7f7f")
-                left.scatter(predicted * 1e6, measured * 1e6, s=10, color=colour, alpha=0.5, linewidths=0)
-                if first:
-                    left.scatter(predicted * 1e6, measured * 1e6, s=24, facecolors="none", edgecolors="black", lw=0.6)
+            groups: dict[str, list[tuple[float, float]]] = {}
+            for _, config, predicted, measured, _ in points:  # one scatter per transform, in a fixed order
+                groups.setdefault(config.transform, []).append((predicted * 1e6, measured * 1e6))
+            for transform in sorted(groups):
+                x, y = zip(*groups[transform], strict=True)
+                colour = TRANSFORM_COLOURS.get(transform, "#7f7f7f")
+                left.scatter(x, y, s=10, color=colour, alpha=0.5, linewidths=0)
+            x, y = zip(*[(p * 1e6, m * 1e6) for _, _, p, m, first in points if first], strict=True)
+            left.scatter(x, y, s=24, facecolors="none", edgecolors="black", lw=0.6)
             low = min(min(p, m) for _, _, p, m, _ in points) * 1e6
             high = max(max(p, m) for _, _, p, m, _ in points) * 1e6
             left.plot([low, high], [low, high], color="black", lw=0.8)
@@ -257,9 +261,8 @@ def plot_fit(
             handles = [Line2D([], [], marker="o", ls="", color=c, label=t) for t, c in TRANSFORM_COLOURS.items()]
             handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="black", label="ranked first"))
             left.legend(handles=handles, fontsize=7, frameon=False, loc="upper left")
-            for key, r in chosen:
-                m, n, k, _ = parse_key(key.rsplit(":", 1)[-1])  # keys of several tables: "table:key"
-                right.scatter(m * n * k, r, s=14, color="#1f77b4", alpha=0.7, linewidths=0)
+            shapes = [parse_key(key.rsplit(":", 1)[-1]) for key, _ in chosen]  # keys of several tables: "table:key"
+            right.scatter([m * n * k for m, n, k, _ in shapes], regrets, s=14, color="#1f77b4", alpha=0.7, linewidths=0)
             right.axhline(geomean, color="black", lw=0.8, ls="--")
             right.set_xscale("log")
             right.set_xlabel("multiply-adds m n k")
