@@ -23,7 +23,9 @@ ids).
 from __future__ import annotations
 
 import colorsys
+import contextlib
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,23 @@ def picture_path(path: str | Path, what: str = "plot path") -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _figure(path: Path, dpi: int, **subplots: Any) -> Iterator[tuple[Any, Any]]:
+    """A figure and its axes (``plt.subplots(**subplots)``) in one fixed style, saved to ``path`` when the block ends
+    (no dates in the file: same figure, same bytes), and closed either way."""
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"svg.hashsalt": "ctgraph", "font.size": 9}):
+        fig, axes = plt.subplots(**subplots)
+        try:
+            yield fig, axes
+            fig.tight_layout()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])
+        finally:
+            plt.close(fig)
+
+
 def tile_colour(tile: int) -> tuple[float, float, float]:
     """A fixed colour per output tile; neighbouring tiles get far-apart hues (golden-ratio steps)."""
     hue = (tile * 0.618033988749895) % 1.0
@@ -77,7 +96,6 @@ def plot_schedule(kern: Any, path: str | Path, dpi: int = 90) -> Path:
     path = picture_path(path, "plot_schedule path")
     matplotlib = require("matplotlib", "plot_schedule")  # MissingDependency: pip install 'ctgraph[plot]'
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.lines import Line2D
 
@@ -93,8 +111,7 @@ def plot_schedule(kern: Any, path: str | Path, dpi: int = 90) -> Path:
             owners.setdefault((m, n), set()).add(wg)
     shared = sum(1 for w in owners.values() if len(w) > 1)
 
-    with plt.rc_context({"svg.hashsalt": "ctgraph", "font.size": 9}):
-        fig, ax = plt.subplots(figsize=(9.5, max(3.0, min(8.0, 1.5 + 0.08 * g))))
+    with _figure(path, dpi, figsize=(9.5, max(3.0, min(8.0, 1.5 + 0.08 * g)))) as (_, ax):
         ax.imshow(img, aspect="auto", interpolation="nearest", extent=(0, width, g - 0.5, -0.5))
         for wg, work in enumerate(sched):
             starts, stops = seams(work, kt)
@@ -142,10 +159,6 @@ def plot_schedule(kern: Any, path: str | Path, dpi: int = 90) -> Path:
             ),
         ]
         ax.legend(handles=legend, loc="upper right", bbox_to_anchor=(1.0, -0.13), ncol=2, frameon=False)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])  # no dates: byte-identical files
-        plt.close(fig)
     return path
 
 
@@ -170,52 +183,42 @@ def plot_heldout(rows: list[dict[str, Any]], path: str | Path, title: str = "", 
         raise ValueError("heldout plot: no shape with a finite kernel ratio to draw")
     matplotlib = require("matplotlib", "heldout --plot")  # MissingDependency: pip install 'ctgraph[plot]'
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     s = summary(done)
     ratios = [r["kernel_ratio"] for r in done]
     worst_rows = sorted(done, key=lambda r: r["kernel_ratio"])[:worst]
-    with plt.rc_context({"svg.hashsalt": "ctgraph", "font.size": 9}):
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        try:
-            for r in done:
-                colour = TRANSFORM_COLOURS.get(_transform(str(r.get("config", ""))), "#7f7f7f")
-                shape = KIND_MARKERS[kind(*shape_of(r))]
-                ax.scatter(_macs(r), r["kernel_ratio"], s=22, marker=shape, color=colour, alpha=0.8, linewidths=0)
-            for i, r in enumerate(worst_rows, 1):  # numbered here, named in the legend
-                ax.annotate(
-                    str(i), (_macs(r), r["kernel_ratio"]), fontsize=7, xytext=(4, -3), textcoords="offset points"
-                )
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(
-                FixedLocator([t for t in RATIO_TICKS if min(ratios) / 1.1 <= t <= max(ratios) * 1.1])
-            )
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-            ax.yaxis.set_minor_locator(NullLocator())
-            for y, style in ((1.0, "-"), (s["geomean"], "--"), (s["p10"], ":")):
-                ax.axhline(y, color="black", lw=0.8, ls=style)
-            ax.set_xlabel("multiply-adds m n k")
-            ax.set_ylabel("cuBLAS time / ctgraph time (kernel)")
-            head = f"{title}: " if title else ""
-            ax.set_title(f"{head}{s['shapes']} shapes, geomean {s['geomean']:.3f}x, p10 {s['p10']:.2f}x", fontsize=10)
-            handles = [Line2D([], [], marker="o", ls="", color=c, label=t) for t, c in TRANSFORM_COLOURS.items()]
-            handles += [Line2D([], [], marker=mk, ls="", color="#555555", label=k) for k, mk in KIND_MARKERS.items()]
-            handles += [
-                Line2D([], [], color="black", lw=0.8, ls=ls, label=w) for w, ls in (("geomean", "--"), ("p10", ":"))
-            ]
-            handles += [
-                Line2D([], [], ls="", label=f"{i}: {r['m']}x{r['n']}x{r['k']} {r['kernel_ratio']:.2f}x")
-                for i, r in enumerate(worst_rows, 1)
-            ]
-            ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-            fig.tight_layout()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])  # no dates: byte-identical files
-        finally:
-            plt.close(fig)
+    with _figure(path, dpi, figsize=(8, 4.5)) as (_, ax):
+        for r in done:
+            colour = TRANSFORM_COLOURS.get(_transform(str(r.get("config", ""))), "#7f7f7f")
+            shape = KIND_MARKERS[kind(*shape_of(r))]
+            ax.scatter(_macs(r), r["kernel_ratio"], s=22, marker=shape, color=colour, alpha=0.8, linewidths=0)
+        for i, r in enumerate(worst_rows, 1):  # numbered here, named in the legend
+            ax.annotate(str(i), (_macs(r), r["kernel_ratio"]), fontsize=7, xytext=(4, -3), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(
+            FixedLocator([t for t in RATIO_TICKS if min(ratios) / 1.1 <= t <= max(ratios) * 1.1])
+        )
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.yaxis.set_minor_locator(NullLocator())
+        for y, style in ((1.0, "-"), (s["geomean"], "--"), (s["p10"], ":")):
+            ax.axhline(y, color="black", lw=0.8, ls=style)
+        ax.set_xlabel("multiply-adds m n k")
+        ax.set_ylabel("cuBLAS time / ctgraph time (kernel)")
+        head = f"{title}: " if title else ""
+        ax.set_title(f"{head}{s['shapes']} shapes, geomean {s['geomean']:.3f}x, p10 {s['p10']:.2f}x", fontsize=10)
+        handles = [Line2D([], [], marker="o", ls="", color=c, label=t) for t, c in TRANSFORM_COLOURS.items()]
+        handles += [Line2D([], [], marker=mk, ls="", color="#555555", label=k) for k, mk in KIND_MARKERS.items()]
+        handles += [
+            Line2D([], [], color="black", lw=0.8, ls=ls, label=w) for w, ls in (("geomean", "--"), ("p10", ":"))
+        ]
+        handles += [
+            Line2D([], [], ls="", label=f"{i}: {r['m']}x{r['n']}x{r['k']} {r['kernel_ratio']:.2f}x")
+            for i, r in enumerate(worst_rows, 1)
+        ]
+        ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return path
 
 
@@ -230,7 +233,6 @@ def plot_fit(
         raise ValueError("fit plot: no timed config to draw")
     matplotlib = require("matplotlib", "fit --plot")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     fastest: dict[str, float] = {}
@@ -239,41 +241,32 @@ def plot_fit(
     chosen = [(key, measured / fastest[key]) for key, _, _, measured, first in points if first]
     regrets = [r for _, r in chosen]
     geomean = math.exp(sum(map(math.log, regrets)) / len(regrets))
-    with plt.rc_context({"svg.hashsalt": "ctgraph", "font.size": 9}):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
-        try:
-            groups: dict[str, list[tuple[float, float]]] = {}
-            for _, config, predicted, measured, _ in points:  # one scatter per transform, in a fixed order
-                groups.setdefault(config.transform, []).append((predicted * 1e6, measured * 1e6))
-            for transform in sorted(groups):
-                x, y = zip(*groups[transform], strict=True)
-                colour = TRANSFORM_COLOURS.get(transform, "#7f7f7f")
-                left.scatter(x, y, s=10, color=colour, alpha=0.5, linewidths=0)
-            x, y = zip(*[(p * 1e6, m * 1e6) for _, _, p, m, first in points if first], strict=True)
-            left.scatter(x, y, s=24, facecolors="none", edgecolors="black", lw=0.6)
-            low = min(min(p, m) for _, _, p, m, _ in points) * 1e6
-            high = max(max(p, m) for _, _, p, m, _ in points) * 1e6
-            left.plot([low, high], [low, high], color="black", lw=0.8)
-            left.set_xscale("log")
-            left.set_yscale("log")
-            left.set_xlabel("the ranker's price (us)")
-            left.set_ylabel("measured (us)")
-            handles = [Line2D([], [], marker="o", ls="", color=c, label=t) for t, c in TRANSFORM_COLOURS.items()]
-            handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="black", label="ranked first"))
-            left.legend(handles=handles, fontsize=7, frameon=False, loc="upper left")
-            shapes = [parse_key(key.rsplit(":", 1)[-1]) for key, _ in chosen]  # keys of several tables: "table:key"
-            right.scatter([m * n * k for m, n, k, _ in shapes], regrets, s=14, color="#1f77b4", alpha=0.7, linewidths=0)
-            right.axhline(geomean, color="black", lw=0.8, ls="--")
-            right.set_xscale("log")
-            right.set_xlabel("multiply-adds m n k")
-            right.set_ylabel("first config / fastest timed (regret)")
-            head = f"{title}: " if title else ""
-            fig.suptitle(
-                f"{head}{len(points)} timings, {len(chosen)} shapes, regret geomean {geomean:.4f}", fontsize=10
-            )
-            fig.tight_layout()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, dpi=dpi, metadata=META[path.suffix.lower()])  # no dates: byte-identical files
-        finally:
-            plt.close(fig)
+    with _figure(path, dpi, ncols=2, figsize=(10, 4.5)) as (fig, (left, right)):
+        groups: dict[str, list[tuple[float, float]]] = {}
+        for _, config, predicted, measured, _ in points:  # one scatter per transform, in a fixed order
+            groups.setdefault(config.transform, []).append((predicted * 1e6, measured * 1e6))
+        for transform in sorted(groups):
+            x, y = zip(*groups[transform], strict=True)
+            colour = TRANSFORM_COLOURS.get(transform, "#7f7f7f")
+            left.scatter(x, y, s=10, color=colour, alpha=0.5, linewidths=0)
+        x, y = zip(*[(p * 1e6, m * 1e6) for _, _, p, m, first in points if first], strict=True)
+        left.scatter(x, y, s=24, facecolors="none", edgecolors="black", lw=0.6)
+        low = min(min(p, m) for _, _, p, m, _ in points) * 1e6
+        high = max(max(p, m) for _, _, p, m, _ in points) * 1e6
+        left.plot([low, high], [low, high], color="black", lw=0.8)
+        left.set_xscale("log")
+        left.set_yscale("log")
+        left.set_xlabel("the ranker's price (us)")
+        left.set_ylabel("measured (us)")
+        handles = [Line2D([], [], marker="o", ls="", color=c, label=t) for t, c in TRANSFORM_COLOURS.items()]
+        handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="black", label="ranked first"))
+        left.legend(handles=handles, fontsize=7, frameon=False, loc="upper left")
+        shapes = [parse_key(key.rsplit(":", 1)[-1]) for key, _ in chosen]  # keys of several tables: "table:key"
+        right.scatter([m * n * k for m, n, k, _ in shapes], regrets, s=14, color="#1f77b4", alpha=0.7, linewidths=0)
+        right.axhline(geomean, color="black", lw=0.8, ls="--")
+        right.set_xscale("log")
+        right.set_xlabel("multiply-adds m n k")
+        right.set_ylabel("first config / fastest timed (regret)")
+        head = f"{title}: " if title else ""
+        fig.suptitle(f"{head}{len(points)} timings, {len(chosen)} shapes, regret geomean {geomean:.4f}", fontsize=10)
     return path
