@@ -7,8 +7,10 @@
 #
 # Each table's share goes to OUTDIR/tune-h200-<name>.json (its workers' parts beside it until it is done). Run
 # again with the files of OUTDIR put back there and it goes on where it stopped (tune --retime keeps what they
-# hold). SECONDS (default 540): no table starts after that long, and the one running is stopped then, workers
-# and all (timeout signals the whole process group), so the call ends inside the device's 600 s.
+# hold); what has been timed so far is in docs/results/retime-h200/, so start from a copy of it. SECONDS (default
+# 540): no table starts after that long, and the one running is stopped then, workers and all (timeout signals
+# the whole process group), so the call ends inside the device's 600 s. The device tool brings back only a few
+# files a call: tar OUTDIR into one.
 set -uo pipefail
 out=${1:?usage: retime.sh OUTDIR [SECONDS]}
 budget=${2:-540}
@@ -26,5 +28,9 @@ for t in $tables; do
     case $t in m16-*) share=1 ;; esac
     timeout -k 10 "$left" python3 -m ctgraph tune "docs/results/tune-h200-$t.json" --retime --fraction "$share" \
         --out "$out/tune-h200-$t.json"
-    echo "retime: tune-h200-$t exit $? at ${SECONDS} s"
+    status=$?
+    echo "retime: tune-h200-$t exit $status at ${SECONDS} s"
+    if [ "$status" -eq 0 ]; then # the table is whole: its workers' parts are not needed to go on
+        rm -f "$out/tune-h200-$t".part*.json
+    fi
 done
