@@ -86,6 +86,7 @@ choice depends on it; it makes the seconds in ``kern.selection.ranked`` predicti
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -432,9 +433,17 @@ class Correction:
             linear += w * rows[:, i]
         if not self.trees:
             return linear
-        if self.trees.inputs != TREE_INPUTS:  # trees fitted before inputs were added: their columns, by name
-            rows = rows[:, [TREE_INPUTS.index(name) for name in self.trees.inputs]]
+        if self._tree_columns is not None:  # trees fitted before inputs were added: their columns, by name
+            rows = rows[:, self._tree_columns]
         return linear + self.trees.predict(rows)
+
+    @functools.cached_property
+    def _tree_columns(self) -> list[int] | None:
+        """Where the trees' inputs sit in a row of :data:`TREE_INPUTS` (None: they read it whole), found once, not
+        at every ranking."""
+        if self.trees is None or self.trees.inputs == TREE_INPUTS:
+            return None
+        return [TREE_INPUTS.index(name) for name in self.trees.inputs]
 
     def log_level(self, reference: list[float]) -> float:
         """``log`` of the shape's level factor (module), from its :func:`reference_row`: ``v . psi`` less the
