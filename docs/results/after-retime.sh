@@ -10,7 +10,8 @@
 #    fit moves (up to 40) are run by `heldout` at all three (moved-inuse.csv, moved-p4.csv, moved-max.csv).
 # 3. The held-out sets with the 4-norm fit, the one the offline trials favour (decisions.md), as time allows:
 #    test-p4.csv, llm-p4.csv, anchors-p4.csv. If step 2 says otherwise, it is not shipped and these are not quoted.
-# SECONDS (default 540): each step is stopped at that budget, so the call ends inside the device's 600 s.
+# SECONDS (default 540): each step is stopped at that budget, so the call ends inside the device's 600 s. Run
+# again with OUTDIR's files put back there and it goes on: a step whose output is there is not run again.
 set -uo pipefail
 out=${1:?usage: after-retime.sh OUTDIR FRESH.csv [SECONDS]}
 fresh=${2:?usage: after-retime.sh OUTDIR FRESH.csv [SECONDS]}
@@ -22,19 +23,23 @@ use() { # use FIT: put ranker-FIT.json where calibrate writes a correction ("inu
     rm -f "$ranker"
     if [ "$1" != inuse ]; then cp "$out/ranker-$1.json" "$ranker"; fi
 }
-step() { # step NAME COMMAND...: run it within what is left of the budget
-    local left=$((budget - SECONDS))
-    if [ "$left" -le 20 ]; then
-        echo "after-retime: out of time before $1"
+step() { # step NAME OUTPUT COMMAND...: run it within what is left of the budget, unless OUTPUT is there
+    local left=$((budget - SECONDS)) name=$1 output=$2
+    shift 2
+    if [ -f "$output" ]; then
+        echo "after-retime: $name done before ($output)"
+        return 0
+    elif [ "$left" -le 20 ]; then
+        echo "after-retime: out of time before $name"
         return 1
     fi
-    local name=$1
-    shift
     timeout -k 10 "$left" "$@"
-    echo "after-retime: $name exit $? at ${SECONDS} s"
+    local status=$?
+    echo "after-retime: $name exit $status at ${SECONDS} s"
+    return $status
 }
 
-step refit bash docs/results/refit.sh "$out" || exit 1
+step refit "$out/ranker-p4.json" bash docs/results/refit.sh "$out" || exit 1
 use inuse
 python3 -m ctgraph choose "$fresh" --device "NVIDIA H200" --out "$out/fresh-inuse.csv"
 for f in p4 max; do
@@ -56,10 +61,10 @@ print(f"after-retime: {len(rows)} fresh shapes moved by either fit, the first {l
 EOF
 for f in inuse p4 max; do
     use $f
-    step "moved at $f" python3 -m ctgraph heldout "$out/moved.csv" --rounds 2 --out "$out/moved-$f.csv"
+    step "moved at $f" "$out/moved-$f.csv" python3 -m ctgraph heldout "$out/moved.csv" --rounds 2 --out "$out/moved-$f.csv"
 done
 use p4
-step test python3 -m ctgraph heldout test --rounds 2 --out "$out/test-p4.csv"
-step llm python3 -m ctgraph heldout llm --rounds 2 --out "$out/llm-p4.csv"
-step anchors python3 -m ctgraph heldout anchors --rounds 3 --out "$out/anchors-p4.csv"
+step test "$out/test-p4.csv" python3 -m ctgraph heldout test --rounds 2 --out "$out/test-p4.csv"
+step llm "$out/llm-p4.csv" python3 -m ctgraph heldout llm --rounds 2 --out "$out/llm-p4.csv"
+step anchors "$out/anchors-p4.csv" python3 -m ctgraph heldout anchors --rounds 3 --out "$out/anchors-p4.csv"
 use inuse
