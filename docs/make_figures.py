@@ -13,7 +13,7 @@ and the held-out runs of docs/benchmarks.md, from their CSVs in ``docs/results/`
 
 - ``img/heldout_<set>_<device>.png``: :func:`ctgraph.plot.plot_heldout` of ``results/heldout-<set>-<device>.csv``.
 
-and the shipped ranker on the H200's validation tables (``results/tune-h200*-validation.json``, its lambda and tree
+and the shipped ranker on the H200's validation tables (``results/retime-h200/tune-h200*-validation.json``, its lambda and tree
 count chosen on them):
 
 - ``img/ranker_h200.png``: :func:`ctgraph.plot.plot_fit` of :func:`ctgraph.select.fit.predictions`, as
@@ -67,7 +67,7 @@ def main() -> int:
     correction = load_correction("sm90")
     points = [
         (f"{path.name}:{key}", config, predicted, measured, first)
-        for path in sorted((HERE / "results").glob("tune-h200*-validation.json"))
+        for path in sorted((HERE / "results" / "retime-h200").glob("tune-h200*-validation.json"))
         for key, config, predicted, measured, first in predictions(Table.from_json(path.read_text()), H200, correction)
     ]
     title = "the shipped ranker, H200 validation tables"

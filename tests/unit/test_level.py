@@ -44,8 +44,9 @@ def _levelled(correction: Correction) -> Correction:
 
 
 def _log_level(correction: Correction, m: int, n: int, k: int, target) -> float:
-    """What the level should be: ``v . psi`` less the reference config's correction (its trees included)."""
-    reference = reference_row(m, n, k, "float16", target)
+    """What the level should be: ``v . psi`` less the reference config's correction (its trees included), the
+    reference's bounds joined as the correction joins them."""
+    reference = reference_row(m, n, k, "float16", target, correction.bounds_norm)
     return _psi_dot(TRUE_LEVEL, reference) - float(correction.log_factors(np.array([reference]))[0])
 
 
@@ -88,7 +89,7 @@ def test_a_correction_reads_and_writes_its_level_and_one_without_reads_as_before
     old = Correction.from_json(json.dumps(body))
     assert old.level == (0.0,) * len(LEVEL_INPUTS) and old.weights == c.weights
     cfg = candidates(2048, 2048, 2048, "float16", H100_SXM, "wgmma", CUDA.supports)[0]
-    base, row = ranked_row(cfg, 2048, 2048, 2048, "float16", H100_SXM)
+    base, row = ranked_row(cfg, 2048, 2048, 2048, "float16", H100_SXM, old.bounds_norm)
     unlevelled = base * math.exp(float(old.log_factors(np.array([row]))[0]))
     assert predict(cfg, 2048, 2048, 2048, "float16", H100_SXM, old) == unlevelled
     assert predict(cfg, 2048, 2048, 2048, "float16", H100_SXM, c) == pytest.approx(
