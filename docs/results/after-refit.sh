@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# After a refit is shipped, on the GPU machine in one call (a warm machine goes back after 30 s idle, so the steps
+# run together):
+#
+#   git show REV:ctgraph/data/ranker-sm90.json > BEFORE.json   # the fit it replaced (here, before the call)
+#   source .gpu/setup-device.sh >/dev/null && bash docs/results/after-refit.sh OUTDIR BEFORE.json FRESH.csv [SECONDS]
+#
+# 1. The shapes of FRESH.csv (fresh draws, never tuned on: `draw train --start ... --stop ...`) whose config the
+#    refit moves: `choose` with BEFORE.json put where `calibrate` writes a correction, then with the shipped fit;
+#    up to 40 of them run by `heldout` at both (moved-before.csv, moved-after.csv; `heldout moved-after.csv
+#    --summarize --against moved-before.csv` compares them).
+# 2. The held-out sets with the shipped fit, as time allows: test.csv, llm.csv (2 rounds), anchors.csv (3 rounds).
+# 3. The selection's GPU tests (tests/gpu/test_select.py), as time allows: select-tests.log.
+# SECONDS (default 540): each step is stopped at that budget, so the call ends inside the device's 600 s. Run
+# again with OUTDIR's files put back there and it goes on: a step whose output is there is not run again.
+set -uo pipefail
+usage="usage: after-refit.sh OUTDIR BEFORE.json FRESH.csv [SECONDS]"
+out=${1:?$usage}
+before=${2:?$usage}
+fresh=${3:?$usage}
+budget=${4:-540}
+mkdir -p "$out"
+ranker=$(python3 -c 'from ctgraph import knobs; print(knobs.cache_dir() / "ranker" / "ranker-sm90.json")')
+mkdir -p "$(dirname "$ranker")"
+rm -f "$ranker" # the shipped fit, unless use() puts another there
+step() { # step NAME OUTPUT COMMAND...: run it within what is left of the budget, unless OUTPUT is there
+    local left=$((budget - SECONDS)) name=$1 output=$2
+    shift 2
+    if [ -f "$output" ]; then
+        echo "after-refit: $name done before ($output)"
+        return 0
+    elif [ "$left" -le 20 ]; then
+        echo "after-refit: out of time before $name"
+        return 1
+    fi
+    timeout -k 10 "$left" "$@"
+    local status=$?
+    echo "after-refit: $name exit $status at ${SECONDS} s"
+    return $status
+}
+
+cp "$before" "$ranker"
+python3 -m ctgraph choose "$fresh" --device "NVIDIA H200" --out "$out/fresh-before.csv"
+rm -f "$ranker"
+python3 -m ctgraph choose "$fresh" --device "NVIDIA H200" --against "$out/fresh-before.csv" --out "$out/fresh-moved.csv"
+python3 - "$out" <<'PY'
+import csv, sys
+out = sys.argv[1]
+with open(f"{out}/fresh-moved.csv") as fh:
+    rows = [(r["m"], r["n"], r["k"]) for r in csv.DictReader(fh)][:40]
+with open(f"{out}/moved.csv", "w") as fh:
+    fh.write("m,n,k\n" + "".join(f"{m},{n},{k}\n" for m, n, k in rows))
+PY
+cp "$before" "$ranker"
+step "moved, before" "$out/moved-before.csv" python3 -m ctgraph heldout "$out/moved.csv" --rounds 2 --out "$out/moved-before.csv"
+rm -f "$ranker"
+step "moved, after" "$out/moved-after.csv" python3 -m ctgraph heldout "$out/moved.csv" --rounds 2 --out "$out/moved-after.csv"
+step test "$out/test.csv" python3 -m ctgraph heldout test --rounds 2 --out "$out/test.csv"
+step llm "$out/llm.csv" python3 -m ctgraph heldout llm --rounds 2 --out "$out/llm.csv"
+step anchors "$out/anchors.csv" python3 -m ctgraph heldout anchors --rounds 3 --out "$out/anchors.csv"
+step "select tests" "$out/select-tests.log" bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_select.py > '$out/select-tests.part.log' 2>&1; status=\$?; mv '$out/select-tests.part.log' '$out/select-tests.log'; exit \$status"
