@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The rest of the H200 retime (docs/benchmarks.md; docs/decisions.md: half of each table fits about as well as
-# all of it): a seeded half of each fitted H200 table, all of the m16 pair (nearly done), one round a config, on
-# the GPU machine, within one device call:
+# The H200 retime (docs/benchmarks.md; docs/decisions.md: half of each table fits about as well as all of it): a
+# seeded half of each fitted H200 table, all of the m16 pair, one round a config, on the GPU machine, within one
+# device call (two for all of it). Done on 2026-12-05 for kernels 5072151f: docs/results/retime-h200/.
 #
 #   source .gpu/setup-device.sh >/dev/null && bash docs/results/retime.sh OUTDIR [SECONDS]
 #
 # Each table's share goes to OUTDIR/tune-h200-<name>.json (its workers' parts beside it until it is done). Run
 # again with the files of OUTDIR put back there and it goes on where it stopped (tune --retime keeps what they
-# hold); what has been timed so far is in docs/results/retime-h200/, so start from a copy of it. SECONDS (default
-# 540): no table starts after that long, and the one running is stopped then, workers and all (timeout signals
-# the whole process group), so the call ends inside the device's 600 s. The device tool brings back only a few
-# files a call: tar OUTDIR into one.
+# hold); after a kernel change, start from an empty OUTDIR (the shares are drawn from the tables as tuned).
+# SECONDS (default 540): no table starts after that long, and the one running is stopped then, workers and all
+# (timeout signals the whole process group), so the call ends inside the device's 600 s. The device tool brings
+# back only a few files a call: tar OUTDIR into one.
 set -uo pipefail
 out=${1:?usage: retime.sh OUTDIR [SECONDS]}
 budget=${2:-540}
