@@ -411,6 +411,7 @@ class Correction:
     def __post_init__(self) -> None:
         if not self.bounds_norm >= 1:
             raise ValueError(f"a correction's bounds_norm is a p >= 1 (inf: the largest bound), got {self.bounds_norm}")
+        object.__setattr__(self, "bounds_norm", float(self.bounds_norm))  # 4 and 4.0: one correction, one file
         if tuple(self.names) != FEATURES or len(self.weights) != len(FEATURES):
             raise ValueError(f"a correction's features must be {FEATURES}, got {self.names}")
         if len(self.level) != len(LEVEL_INPUTS):

@@ -400,6 +400,7 @@ def test_a_correction_says_how_the_bounds_join_and_the_ranker_reads_it():
     older files read alike); the ranker prices with the correction's own, the fit with the one it is given."""
     four = Correction("sm90", bounds_norm=4.0)
     assert Correction.from_json(four.to_json()) == four and '"bounds_norm": 4.0' in four.to_json()
+    assert Correction("sm90", bounds_norm=4).to_json() == four.to_json()  # an int p writes the same file
     assert "bounds_norm" not in Correction("sm90").to_json()
     for bad in (0.5, 0.0, math.nan):
         with pytest.raises(ValueError, match="bounds_norm is a p >= 1"):

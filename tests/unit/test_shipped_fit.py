@@ -30,7 +30,7 @@ def test_the_shipped_ranker_is_the_fit_of_its_tables_byte_for_byte():
         pytest.skip(f"the shipped ranker's trees were fitted by LightGBM {LIGHTGBM}, not {lightgbm.__version__}")
     shipped = (resources.files("ctgraph") / "data" / "ranker-sm90.json").read_text()
     kernels = json.loads(shipped)["kernels"]  # the tables' hash: the fit is checked apart from the kernels' sources
-    again = fit(_tables("train"), _tables("validation"), H200, kernels=kernels, bounds_norm=4.0)
+    again = fit(_tables("train"), _tables("validation"), H200, kernels=kernels, bounds_norm=4)
     assert again.correction.to_json() == shipped, (
         "ctgraph/data/ranker-sm90.json is not the fit of its tables: `bash docs/results/refit.sh OUTDIR` on a copy "
         "of docs/results/retime-h200, then ship OUTDIR/ranker-p4.json"
