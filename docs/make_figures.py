@@ -13,8 +13,8 @@ and the held-out runs of docs/benchmarks.md, from their CSVs in ``docs/results/`
 
 - ``img/heldout_<set>_<device>.png``: :func:`ctgraph.plot.plot_heldout` of ``results/heldout-<set>-<device>.csv``.
 
-and the shipped ranker on the H200's validation tables (``results/retime-h200/tune-h200*-validation.json``, its lambda and tree
-count chosen on them):
+and the shipped ranker on the H200's validation tables (``results/retime-h200/tune-h200*-validation.json``, its
+lambda and tree count chosen on them):
 
 - ``img/ranker_h200.png``: :func:`ctgraph.plot.plot_fit` of :func:`ctgraph.select.fit.predictions`, as
   ``python -m ctgraph fit --report TABLES --plot PATH`` draws it.
