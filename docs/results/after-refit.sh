@@ -51,11 +51,16 @@ with open(f"{out}/fresh-moved.csv") as fh:
 with open(f"{out}/moved.csv", "w") as fh:
     fh.write("m,n,k\n" + "".join(f"{m},{n},{k}\n" for m, n, k in rows))
 PY
+heldout() { # heldout NAME SHAPES ROUNDS: a step writing OUTDIR/NAME.csv
+    step "$1" "$out/$1.csv" python3 -m ctgraph heldout "$2" --rounds "$3" --out "$out/$1.csv"
+}
 cp "$before" "$ranker"
-step "moved, before" "$out/moved-before.csv" python3 -m ctgraph heldout "$out/moved.csv" --rounds 2 --out "$out/moved-before.csv"
+heldout moved-before "$out/moved.csv" 2
 rm -f "$ranker"
-step "moved, after" "$out/moved-after.csv" python3 -m ctgraph heldout "$out/moved.csv" --rounds 2 --out "$out/moved-after.csv"
-step test "$out/test.csv" python3 -m ctgraph heldout test --rounds 2 --out "$out/test.csv"
-step llm "$out/llm.csv" python3 -m ctgraph heldout llm --rounds 2 --out "$out/llm.csv"
-step anchors "$out/anchors.csv" python3 -m ctgraph heldout anchors --rounds 3 --out "$out/anchors.csv"
-step "select tests" "$out/select-tests.log" bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_select.py > '$out/select-tests.part.log' 2>&1; status=\$?; mv '$out/select-tests.part.log' '$out/select-tests.log'; exit \$status"
+heldout moved-after "$out/moved.csv" 2
+heldout test test 2
+heldout llm llm 2
+heldout anchors anchors 3
+# the selection's GPU tests, their log renamed once they end (timeout runs a command, not a function: bash -c)
+tests='python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_select.py >"$0.part" 2>&1'
+step "select tests" "$out/select-tests.log" bash -c "$tests"'; s=$?; mv "$0.part" "$0"; exit $s' "$out/select-tests.log"
