@@ -5,7 +5,8 @@ Refits the correction on the tables of the shipped fit with the kernel-hash chec
 the tables outside the fit. ``--p P`` takes a K step's time as the p-norm of the model's bounds instead of their
 largest (``fit --bounds-norm P``); ``--h200-only`` fits the H200's tables alone; ``--keep F`` (with ``--cv``) fits
 each fold on a seeded fraction F of the other shapes: the learning curve that says how many shapes ``tune
---retime`` must time again.
+--retime`` must time again. ``--retimed`` reads the H200's tables as timed again on the current kernels
+(``retime-h200/``, what the shipped fit was fitted on) in place of the tables as tuned.
 
     python docs/results/offline_fit_trials.py            # the model as shipped
     python docs/results/offline_fit_trials.py --p 4 --h200-only
@@ -13,6 +14,7 @@ each fold on a seeded fraction F of the other shapes: the learning curve that sa
     python docs/results/offline_fit_trials.py --cv 5 --p 4 --against max.json  # and paired with the run before
     python docs/results/offline_fit_trials.py --cv 5 --p 4 --h200-only --keep 0.5   # half the H200's shapes fitted
     python docs/results/offline_fit_trials.py --cv 5 --p 4 --h200-only --seed 1000  # another draw of the folds
+    python docs/results/offline_fit_trials.py --cv 5 --p 4 --retimed          # 5-fold over the retimed tables
 """
 
 import argparse
@@ -36,8 +38,16 @@ OUTSIDE = ["h200-midm-probe", "h200-m128-probe", "h200-general-train", "h200-gen
 OUTSIDE += ["h200-large-train", "h200-large-validation"]
 
 
-def table(name: str) -> Table:
-    return Table.from_json((RESULTS / f"tune-{name}.json").read_text())
+def table(name: str, folder: Path = RESULTS) -> Table:
+    return Table.from_json((folder / f"tune-{name}.json").read_text())
+
+
+def sources(retimed: bool) -> tuple[Path, list[str], list[str]]:
+    """Where the tables are, the fitted pairs and the tables outside the fit: as tuned, or as timed again (the
+    H200's pairs alone, none outside)."""
+    if retimed:
+        return RESULTS / "retime-h200", [p for p in PAIRS if p not in H100], []
+    return RESULTS, PAIRS, OUTSIDE
 
 
 def main() -> None:
@@ -49,15 +59,19 @@ def main() -> None:
     ap.add_argument("--against", help="with --cv: the mean log regret's change from this --out, shape by shape")
     ap.add_argument("--keep", type=float, default=1.0, help="with --cv: fit each fold on this fraction of the others")
     ap.add_argument("--seed", type=int, default=0, help="with --cv: the seed of the folds' draw (another partition)")
+    ap.add_argument("--retimed", action="store_true", help="the H200's tables as timed again (retime-h200/)")
     args = ap.parse_args()
+    folder, pairs, outside = sources(args.retimed)
     norm = args.p or math.inf
     F._timed_on_these = lambda tables, kernels: None  # NOTE: the old timings, knowingly: a trial, never shipped
     if args.cv:
-        return cross_validate(args.cv, args.out, args.against, args.keep, args.h200_only, norm, args.seed)
-    pairs = [p for p in PAIRS if not (args.h200_only and p in H100)]
+        names = [f"{p}-{s}" for p in pairs for s in ("train", "validation")] + outside
+        h200_only = args.h200_only
+        return cross_validate(args.cv, args.out, args.against, args.keep, h200_only, norm, args.seed, folder, names)
+    fitted = [p for p in pairs if not (args.h200_only and p in H100)]
     fit = F.fit(
-        [table(f"{p}-train") for p in pairs],
-        [table(f"{p}-validation") for p in pairs],
+        [table(f"{p}-train", folder) for p in fitted],
+        [table(f"{p}-validation", folder) for p in fitted],
         known_target("NVIDIA H200"),
         kernels="offline",
         bounds_norm=norm,
@@ -67,23 +81,32 @@ def main() -> None:
         f"analytic alone {fit.validation_regret_analytic:.4f}"
     )
     logs, shapes = 0.0, 0
-    for name in [f"{p}-validation" for p in PAIRS] + OUTSIDE:
-        count, _, regret, above = F.table_regret(table(name), fit.correction)
+    for name in [f"{p}-validation" for p in pairs] + outside:
+        count, _, regret, above = F.table_regret(table(name, folder), fit.correction)
         print(f"  {name:28s} {count:4d} shapes, regret {regret:.4f}, {above} above 1.10")
-        if name in OUTSIDE:
+        if name in outside:
             logs, shapes = logs + count * math.log(regret), shapes + count
-    print(f"outside the fit: {shapes} shapes, regret {math.exp(logs / shapes):.4f}")
+    if shapes:
+        print(f"outside the fit: {shapes} shapes, regret {math.exp(logs / shapes):.4f}")
 
 
 def cross_validate(
-    folds: int, out: str | None, against: str | None, keep: float, h200_only: bool, norm: float, seed: int = 0
+    folds: int,
+    out: str | None,
+    against: str | None,
+    keep: float,
+    h200_only: bool,
+    norm: float,
+    seed: int,
+    folder: Path,
+    names: list[str],
 ) -> None:
     """Each shape of every table in one of ``folds`` folds drawn with ``seed``; each fold refitted on the others
     (lambda and trees chosen on the fold itself, alike for every variant) and its shapes' regrets kept. ``keep``:
     each fold fitted on that seeded fraction of the others (the same draw for every variant); ``h200_only``: the
-    H100's tables never fitted, only scored (as after a retime, which an H200 cannot do for them)."""
-    names = [f"{p}-{s}" for p in PAIRS for s in ("train", "validation")] + OUTSIDE
-    tables = [table(n) for n in names]
+    H100's tables never fitted, only scored (as after a retime, which an H200 cannot do for them). ``names``: the
+    tables, in ``folder``."""
+    tables = [table(n, folder) for n in names]
     fitted = [not (h200_only and n.rsplit("-", 1)[0] in H100) for n in names]
     units = [(i, key) for i, t in enumerate(tables) for key in sorted(t.entries)]
     random.Random(seed).shuffle(units)
