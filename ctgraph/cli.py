@@ -400,18 +400,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _plot_fit(tables: list, correction: Any, path: str, title: str) -> None:
-    """``fit --plot``: the ranker's prices against the timings of ``tables`` (:func:`ctgraph.plot.plot_fit`), each
-    table read on its own device's known target and its shapes its own, as ``--report`` scores them."""
+    """``fit --plot``: the ranker's prices against the timings of ``tables`` (:func:`ctgraph.plot.plot_fit` of
+    :func:`ctgraph.select.fit.table_predictions`), each table as ``--report`` scores it."""
     from .plot import plot_fit
-    from .select.fit import predictions
-    from .target import known_target
+    from .select.fit import table_predictions
 
-    points = [
-        (f"{i}:{key}", config, predicted, measured, first)
-        for i, table in enumerate(tables)
-        for key, config, predicted, measured, first in predictions(table, known_target(table.device), correction)
-    ]
-    print(f"wrote {plot_fit(points, path, title)}")
+    print(f"wrote {plot_fit(table_predictions(tables, correction), path, title)}")
 
 
 def _table_path(path: str, what: str) -> Path:

@@ -16,7 +16,7 @@ and the held-out runs of docs/benchmarks.md, from their CSVs in ``docs/results/`
 and the shipped ranker on the H200's validation tables (``results/retime-h200/tune-h200*-validation.json``, its
 lambda and tree count chosen on them):
 
-- ``img/ranker_h200.png``: :func:`ctgraph.plot.plot_fit` of :func:`ctgraph.select.fit.predictions`, as
+- ``img/ranker_h200.png``: :func:`ctgraph.plot.plot_fit` of :func:`ctgraph.select.fit.table_predictions`, as
   ``python -m ctgraph fit --report TABLES --plot PATH`` draws it.
 
 The output is deterministic: same code, same files (no dates, fixed SVG ids, fixed colours).
@@ -32,9 +32,8 @@ import ctgraph
 from ctgraph import heldout
 from ctgraph.plot import plot_fit, plot_heldout, plot_schedule
 from ctgraph.select.cache import Table
-from ctgraph.select.fit import predictions
+from ctgraph.select.fit import table_predictions
 from ctgraph.select.model import load_correction
-from ctgraph.target import H200
 
 HERE = Path(__file__).resolve().parent
 IMG = HERE / "img"
@@ -64,12 +63,9 @@ def main() -> int:
         rows = heldout.read(HERE / "results" / f"heldout-{name}-{device}.csv")
         title = f"{name} (held out), {device.upper()}"
         print(f"wrote {plot_heldout(rows, IMG / f'heldout_{name}_{device}.png', title, dpi=DPI)}")
-    correction = load_correction("sm90")
-    points = [
-        (f"{path.name}:{key}", config, predicted, measured, first)
-        for path in sorted((HERE / "results" / "retime-h200").glob("tune-h200*-validation.json"))
-        for key, config, predicted, measured, first in predictions(Table.from_json(path.read_text()), H200, correction)
-    ]
+    validation = sorted((HERE / "results" / "retime-h200").glob("tune-h200*-validation.json"))
+    tables = [Table.from_json(path.read_text()) for path in validation]
+    points = table_predictions(tables, load_correction("sm90"))
     title = "the shipped ranker, H200 validation tables"
     print(f"wrote {plot_fit(points, IMG / 'ranker_h200.png', title, dpi=DPI)}")
     return 0

@@ -72,6 +72,7 @@ __all__ = [
     "regret",
     "samples",
     "spread",
+    "table_predictions",
     "table_regret",
     "timed_on",
 ]
@@ -289,6 +290,16 @@ def predictions(
     first = {idx[int(np.argmin(ranked[idx]))] for idx in _groups(rows).values()}
     levels = {key: correction.log_level(ref) for key, ref in refs.items()}
     return [(r[0], r[1], math.exp(ranked[i] + levels[r[0]]), r[4], i in first) for i, r in enumerate(rows)]
+
+
+def table_predictions(tables: Sequence[Table], correction: Correction) -> list[tuple[str, Config, float, float, bool]]:
+    """:func:`predictions` of each of ``tables`` on its own device's known target, as :func:`table_regret` scores
+    them: a shape timed in two tables stays two shapes (keys ``"<i>:<key>"``, ``i`` the table's place)."""
+    return [
+        (f"{i}:{key}", config, predicted, measured, first)
+        for i, table in enumerate(tables)
+        for key, config, predicted, measured, first in predictions(table, known_target(table.device), correction)
+    ]
 
 
 def table_regret(table: Table, correction: Correction) -> tuple[int, float, float, int]:

@@ -76,6 +76,17 @@ def test_predictions_are_the_rankers_prices_and_its_first_choice():
     assert {(key, c) for key, c, *_, first in points if first} == {(k, e.config) for k, e in table.entries.items()}
 
 
+def test_table_predictions_keep_a_shape_of_two_tables_as_two_shapes():
+    from ctgraph.select.fit import predictions, table_predictions
+    from ctgraph.target import H200
+
+    table, correction = _priced_table()
+    alone = predictions(table, H200, correction)
+    both = table_predictions([table, table], correction)
+    assert len(both) == 2 * len(alone) and sum(first for *_, first in both) == 2 * len(table.entries)
+    assert [p[1:] for p in both] == [p[1:] for p in alone] * 2 and both[0][0] == f"0:{alone[0][0]}"
+
+
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_plot_fit_draws_prices_against_timings(tmp_path, suffix):
     from ctgraph.plot import plot_fit
