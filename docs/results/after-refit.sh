@@ -20,9 +20,9 @@ before=${2:?$usage}
 fresh=${3:?$usage}
 budget=${4:-540}
 mkdir -p "$out"
-ranker=$(python3 -c 'from ctgraph import knobs; print(knobs.cache_dir() / "ranker" / "ranker-sm90.json")')
+ranker=$(python3 -c 'from ctgraph.select.model import user_correction_path; print(user_correction_path("sm90"))')
 mkdir -p "$(dirname "$ranker")"
-rm -f "$ranker" # the shipped fit, unless use() puts another there
+rm -f "$ranker" # none there: the shipped fit ranks; BEFORE.json is copied there for the "before" runs
 step() { # step NAME OUTPUT COMMAND...: run it within what is left of the budget, unless OUTPUT is there
     local left=$((budget - SECONDS)) name=$1 output=$2
     shift 2
