@@ -89,13 +89,16 @@ def select(
 ) -> Selection:
     """The config for an ``m x n x k`` GEMM on ``target``'s ``path``: the device's measured entry where it has one
     for this shape and the path runs it, else one measured on the same chip (:func:`~ctgraph.target.same_chip`),
-    else the ranker's first candidate."""
+    else the ranker's first candidate. A measured entry's reason names its file: the user's autotune cache (which
+    a benchmark of the default path should not read) or the shipped entries."""
     ranked = rank(m, n, k, dtype, target, path, supports)
     for device in (target, *same_chip(target)):
         entry = cache.load(device.name).get(m, n, k, dtype)
         if entry is not None and supports(entry.config.tile, dtype, entry.config.layout, path):
             where = "this device" if device is target else "the same chip"
-            return Selection(entry.config, f"measured on {where} ({device.name})", tuple(ranked[:top]), "measured")
+            mine = cache.load_user(device.name).get(m, n, k, dtype) is not None  # else a shipped entry
+            why = f"measured on {where} ({device.name}, {'autotune cache' if mine else 'shipped'})"
+            return Selection(entry.config, why, tuple(ranked[:top]), "measured")
     how = "analytic model" if _correction(target.family).analytic_only else "ranker"
     return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates)", tuple(ranked[:top]))
 

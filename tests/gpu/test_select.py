@@ -71,7 +71,7 @@ def test_autotune_writes_its_cache_and_a_later_process_reuses_it(tmp_path):
     second = subprocess.run([sys.executable, "-c", AUTOTUNE], env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     reason2, config2, _ = (x.strip() for x in second.stdout.strip().splitlines()[-1].split("|"))
-    assert reason2.startswith("measured on this device") and config2 == config
+    assert reason2.startswith("measured on this device") and reason2.endswith("autotune cache)") and config2 == config
 
 
 def test_a_tune_over_two_gpus_merges_one_table(tmp_path):

@@ -306,18 +306,18 @@ def test_selection_is_deterministic_and_keyed_by_the_target():
 def test_measured_entries_serve_their_device_then_the_same_chip(tmp_path, monkeypatch):
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     chosen = select(8192, 8192, 8192, "float16", H100_SXM, "wgmma", CUDA.supports)
-    assert chosen.reason.startswith("measured on this device") and chosen.source == "measured"
+    assert chosen.reason == f"measured on this device ({H100_SXM.name}, shipped)" and chosen.source == "measured"
     assert same_chip(H200) == (H100_SXM, KNOWN["NVIDIA H800"]) and H100_SXM in same_chip(KNOWN["NVIDIA H800"])
     sibling = select(8192, 8192, 8192, "float16", H200, "wgmma", CUDA.supports)
     assert sibling.config == chosen.config and sibling.source == "measured"
-    assert sibling.reason == f"measured on the same chip ({H100_SXM.name})"
+    assert sibling.reason == f"measured on the same chip ({H100_SXM.name}, shipped)"
     pcie = KNOWN["NVIDIA H100 PCIe"]  # 114 SMs: another grid, so not the same chip
     assert same_chip(pcie) == ()
     assert select(8192, 8192, 8192, "float16", pcie, "wgmma", CUDA.supports).source == "ranker"
     own = Config((128, 128, 64), Layout(), "dataparallel", 132)  # the device's own entry wins over the chip's
     entries.store(H200.name, {entries.key(8192, 8192, 8192, "float16"): entries.Entry(own, ((own.name, 1e-3),))})
     mine = select(8192, 8192, 8192, "float16", H200, "wgmma", CUDA.supports)
-    assert mine.config == own and mine.reason.startswith("measured on this device")
+    assert mine.config == own and mine.reason == f"measured on this device ({H200.name}, autotune cache)"
 
 
 def test_ranked_order_is_by_prediction():
