@@ -464,7 +464,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
-    from .heldout import by_kind, check_options, compare, read, run, stability, summary
+    from .heldout import by_kind, check_options, chosen_by, compare, read, run, stability, summary
     from .plot import picture_path, plot_heldout
     from .target import known_target
 
@@ -495,6 +495,7 @@ def cmd_heldout(args: argparse.Namespace) -> int:
         rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)
     print(summary(rows))
     print(by_kind(rows))
+    print({"chosen by": chosen_by(rows)})
     if args.against:
         print(compare(rows, read(Path(args.against))))
     if args.plot:

@@ -51,6 +51,7 @@ __all__ = [
     "changed",
     "check_options",
     "choices",
+    "chosen_by",
     "compare",
     "kind",
     "matches_float64",
@@ -261,6 +262,25 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "time_over_predicted_p10": _quantile(priced, 0.1),
         "time_over_predicted_p90": _quantile(priced, 0.9),
     }
+
+
+def chosen_by(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many rows' configs each source chose, read off their reasons: "ranker" (or "analytic model"), "shipped
+    entry", "autotune cache" (a winner an earlier autotune run left: a default-path figure should have none),
+    "autotuned on first call", "measured" (a measured entry in a CSV written before the reasons named their file),
+    "error", "unrecorded" (no reason)."""
+
+    def source(reason: str) -> str:
+        if reason.startswith("measured on"):
+            ends = {"autotune cache)": "autotune cache", "shipped)": "shipped entry"}
+            return next((name for end, name in ends.items() if reason.endswith(end)), "measured")
+        return "error" if reason.startswith("error") else reason.split(" (")[0] or "unrecorded"
+
+    counts: dict[str, int] = {}
+    for r in rows:
+        name = source(str(r.get("reason", "")))
+        counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def compare(rows: list[dict[str, Any]], before: list[dict[str, Any]], movers: int = 5) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from ctgraph.heldout import (
     _write,
     by_kind,
     cached,
+    chosen_by,
     compare,
     kind,
     matches_float64,
@@ -77,6 +78,44 @@ def test_a_run_says_how_its_kernel_times_stand_to_the_rankers_prices(tmp_path):
     assert summary(read(path))["time_over_predicted_p90"] == pytest.approx(1.08)  # read back from the CSV
     old = _rows({(1, 2, 3): 1.0})  # a run before the prices: no such column
     assert math.isnan(summary(old)["time_over_predicted_p10"])
+
+
+def test_chosen_by_counts_what_chose_each_config(tmp_path, monkeypatch, capsys):
+    """The reasons selection writes, counted by their source: a default-path run that read an autotune cache says
+    so in its summary."""
+    from ctgraph.backends import backend
+    from ctgraph.select import Config, Layout, select
+    from ctgraph.select import cache as entries
+    from ctgraph.target import known_target
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    h100 = known_target()
+    own = Config((128, 128, 64), Layout(), "dataparallel", 132)
+    entries.store(h100.name, {entries.key(1000, 1000, 1000, "float16"): entries.Entry(own, ((own.name, 1e-3),))})
+    shapes = [(8192, 8192, 8192), (1000, 1000, 1000), (3000, 3000, 3000), (2000, 3000, 3000)]
+    rows = _rows(dict.fromkeys(shapes, 1.0))
+    for r, shape in zip(rows, shapes, strict=True):
+        r["reason"] = select(*shape, "float16", h100, "wgmma", backend("cuda").supports).reason
+    rows += _rows({(1, 2, 3): 1.0, (4, 5, 6): 1.0, (7, 8, 9): 1.0, (1, 1, 1): 1.0})
+    for r, why in zip(
+        rows[4:],
+        ("autotuned on first call (8 candidates timed)", f"measured on this device ({h100.name})", "error: boom"),
+        strict=False,
+    ):
+        r["reason"] = why
+    assert chosen_by(rows) == {
+        "autotune cache": 1,
+        "autotuned on first call": 1,
+        "error": 1,
+        "measured": 1,
+        "ranker": 2,
+        "shipped entry": 1,
+        "unrecorded": 1,
+    }
+    path = tmp_path / "run.csv"
+    _write(rows, path)
+    assert main(["heldout", str(path), "--summarize"]) == 0
+    assert "{'chosen by': {'autotune cache': 1," in capsys.readouterr().out
 
 
 def test_summarize_reads_a_runs_csv(tmp_path, capsys):
