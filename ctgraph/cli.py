@@ -464,7 +464,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
-    from .heldout import by_kind, check_options, chosen_by, compare, read, run, stability, summary
+    from .heldout import by_kind, check_options, chosen_by, compare, flip_costs, read, run, stability, summary
     from .plot import picture_path, plot_heldout
     from .target import known_target
 
@@ -488,8 +488,9 @@ def cmd_heldout(args: argparse.Namespace) -> int:
         if args.stability:
             on = args.device or "the H100 SXM"
             for d in (8, 64):
-                kept = stability(shapes, d, args.device)
-                print(f"+{d}: {kept:.3f} of {len(shapes)} shapes keep their tile, layout and transform ({on})")
+                moved = stability(shapes, d, args.device)
+                print(f"+{d}: {moved.kept:.3f} of {len(shapes)} shapes keep their tile, layout and transform ({on})")
+                print(f"  {flip_costs(moved)}")
             return 0
         _require_gpu_stack("python -m ctgraph heldout")
         rows = run(shapes, Path(args.out), rounds=args.rounds, autotune=args.autotune, regret=args.regret)

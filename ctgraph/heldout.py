@@ -11,7 +11,8 @@ The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, t
 worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
 the ranker's first ``N`` candidates are timed too, and the regret (chosen / fastest of them), the fastest config
 and every timed config's seconds (``timed``, JSON: :func:`timed_of`) written; the selection's stability under +8
-and +64 on every dimension (the share of shapes whose tile, layout and transform stay the same) needs no GPU;
+and +64 on every dimension (the share of shapes whose tile, layout and transform stay the same, and what keeping
+the old choice would cost where it changes, by the ranker's prices: :class:`Stability`) needs no GPU;
 ``--summarize`` prints the summary of a CSV an earlier run wrote, ``--against OLD`` compares it with another run's
 (:func:`compare`: another commit, device or option), and ``--plot`` draws its shapes
 (:func:`ctgraph.plot.plot_heldout`). Shapes are spread over the visible GPUs, one spawned worker
@@ -34,6 +35,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,10 +44,14 @@ from .arguments import count, positive_int
 from .select.shapes import shape_of
 
 if TYPE_CHECKING:
+    from .config import Config
     from .select import Selection
+    from .select.candidates import Supports
+    from .target import Target
 
 __all__ = [
     "KINDS",
+    "Stability",
     "by_kind",
     "cached",
     "changed",
@@ -53,6 +59,7 @@ __all__ = [
     "choices",
     "chosen_by",
     "compare",
+    "flip_costs",
     "kind",
     "matches_float64",
     "run",
@@ -339,28 +346,77 @@ def by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def stability(shapes: list[Shape], delta: int, device: str | None = None) -> float:
-    """The share of shapes whose selected tile, layout and transform stay the same at ``+delta`` on m, n and k
-    (selected for the known device ``device``, None: the H100 SXM; no GPU needed)."""
-    same = 0
+@dataclass(frozen=True)
+class Stability:
+    """The selection under a move of ``+delta`` on m, n and k: ``kept``, the share of shapes whose tile, layout and
+    transform stay the same; ``costs``, for each shape whose choice changes, what keeping the old one would cost at
+    the moved shape by the ranker's prices: the old tile, layout and transform on their best grid and tile order
+    there (:func:`~ctgraph.select.select_schedule`) over the new choice (near 1: a near tie, and the change costs
+    little; nan where the old transform has no schedule there or the new choice is a measured entry the ranker does
+    not price)."""
+
+    kept: float
+    costs: tuple[float, ...]
+
+
+def stability(shapes: list[Shape], delta: int, device: str | None = None) -> Stability:
+    """:class:`Stability` of the default path's choice on ``shapes`` at ``+delta`` (selected for the known device
+    ``device``, None: the H100 SXM; no GPU needed)."""
+    from ctgraph.select import select_schedule
+
+    same, costs = 0, []
     for m, n, k in shapes:
         a = _selection((m, n, k), device).config
-        b = _selection((m + delta, n + delta, k + delta), device).config
-        same += (a.tile, a.layout, a.transform) == (b.tile, b.layout, b.transform)
-    return same / len(shapes)
+        chosen = _selection((m + delta, n + delta, k + delta), device)
+        if _choice(a) == _choice(chosen.config):
+            same += 1
+            continue
+        target, _, _ = _on(device, n + delta, k + delta, "float16")
+        old = select_schedule(m + delta, n + delta, k + delta, "float16", a.tile, a.layout, target, a.transform)
+        kept = old.ranked[0][1] if old.ranked else math.nan
+        costs.append(kept / predicted_us(chosen) * 1e6)
+    return Stability(same / len(shapes), tuple(costs))
+
+
+def flip_costs(moved: Stability) -> str:
+    """A line on :attr:`Stability.costs`: how many shapes changed their choice, the median and p90 of what keeping
+    the old one would cost by the ranker's prices, and how many changes were near ties (under 2%)."""
+    costs = [c for c in moved.costs if math.isfinite(c)]
+    if not moved.costs:
+        return "no shape changed its choice"
+    line = f"{len(moved.costs)} changed"
+    if costs:
+        median, p90, ties = statistics.median(costs), _quantile(costs, 0.9), sum(c < 1.02 for c in costs)
+        line += f"; keeping the old choice would cost, by the ranker's prices, median {median:.3f}x, p90 {p90:.3f}x"
+        line += f"; {ties} within 2% (near ties)"
+    unpriced = len(moved.costs) - len(costs)
+    return line + (f" ({unpriced} not priced)" if unpriced else "")
+
+
+def _choice(config: Config) -> tuple[Any, ...]:
+    """What :func:`stability` compares: a config's tile, layout and transform (its grid and tile order follow the
+    shape)."""
+    return config.tile, config.layout, config.transform
+
+
+def _on(device: str | None, n: int, k: int, dtype: str) -> tuple[Target, str, Supports]:
+    """The known device ``device`` (None: the H100 SXM), the path the operands' alignment allows there, and what
+    the CUDA backend runs."""
+    from ctgraph.backends import backend
+    from ctgraph.select.resolve import path_of
+    from ctgraph.target import known_target
+
+    target = known_target(device)
+    return target, path_of(target, dtype, k, n, {}), backend("cuda").supports
 
 
 def _selection(shape: Shape, device: str | None, dtype: str = "float16") -> Selection:
     """The default path's :class:`~ctgraph.select.Selection` for ``shape`` on the known device ``device`` (None:
     the H100 SXM), on the path the operands' alignment allows, without a GPU."""
-    from ctgraph.backends import backend
     from ctgraph.select import select
-    from ctgraph.select.resolve import path_of
-    from ctgraph.target import known_target
 
-    target = known_target(device)
     m, n, k = shape
-    return select(m, n, k, dtype, target, path_of(target, dtype, k, n, {}), backend("cuda").supports)
+    return select(m, n, k, dtype, *_on(device, n, k, dtype))
 
 
 def choices(shapes: list[Shape], device: str | None = None, dtype: str = "float16") -> list[dict[str, Any]]:

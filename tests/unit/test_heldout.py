@@ -10,15 +10,19 @@ import pytest
 from ctgraph.cli import main
 from ctgraph.heldout import (
     KINDS,
+    Stability,
+    _selection,
     _write,
     by_kind,
     cached,
     chosen_by,
     compare,
+    flip_costs,
     kind,
     matches_float64,
     predicted_us,
     read,
+    stability,
     summary,
 )
 from ctgraph.plot import plot_heldout as plot
@@ -235,6 +239,27 @@ def test_stability_on_a_known_device_and_device_refused_elsewhere(capsys):
     assert "only with --stability" in capsys.readouterr().err
     assert main(["heldout", "test", "--stability", "--device", "NVIDIA H9"]) == 2
     assert "unknown target device 'NVIDIA H9'" in capsys.readouterr().err
+
+
+def test_stability_prices_keeping_the_old_choice_at_the_moved_shape():
+    """A choice that changes at +8 is priced: the old tile, layout and transform at the moved shape against the new
+    choice, by the ranker. The H100's tile fitted to m = 232 would need a second row of tiles at m = 240."""
+    from ctgraph.select import select_schedule
+    from ctgraph.target import known_target
+
+    moved = stability([(232, 6760, 6840)], 8)
+    assert moved.kept == 0.0 and len(moved.costs) == 1 and moved.costs[0] > 1.02
+    old, new = _selection((232, 6760, 6840), None), _selection((240, 6768, 6848), None)
+    assert old.config.tile[0] == 232 and new.config.tile[0] != 232
+    keep = select_schedule(
+        240, 6768, 6848, "float16", old.config.tile, old.config.layout, known_target(), old.config.transform
+    )
+    assert moved.costs[0] == pytest.approx(keep.ranked[0][1] / new.ranked[0][1])
+    assert stability([(232, 6760, 6840)], 0) == Stability(1.0, ())
+    line = flip_costs(Stability(0.25, (1.01, 1.5, math.nan)))
+    assert line.startswith("3 changed;") and "median 1.255x" in line and "1 within 2%" in line
+    assert line.endswith("(1 not priced)")
+    assert flip_costs(Stability(1.0, ())) == "no shape changed its choice"
 
 
 @pytest.mark.parametrize(
