@@ -363,6 +363,7 @@ def stability(shapes: list[Shape], delta: int, device: str | None = None) -> Sta
     """:class:`Stability` of the default path's choice on ``shapes`` at ``+delta`` (selected for the known device
     ``device``, None: the H100 SXM; no GPU needed)."""
     from ctgraph.select import select_schedule
+    from ctgraph.target import known_target
 
     same, costs = 0, []
     for m, n, k in shapes:
@@ -371,10 +372,10 @@ def stability(shapes: list[Shape], delta: int, device: str | None = None) -> Sta
         if _choice(a) == _choice(chosen.config):
             same += 1
             continue
-        target, _, _ = _on(device, n + delta, k + delta, "float16")
+        target = known_target(device)
         old = select_schedule(m + delta, n + delta, k + delta, "float16", a.tile, a.layout, target, a.transform)
         kept = old.ranked[0][1] if old.ranked else math.nan
-        costs.append(kept / predicted_us(chosen) * 1e6)
+        costs.append(kept * 1e6 / predicted_us(chosen))
     return Stability(same / len(shapes), tuple(costs))
 
 
