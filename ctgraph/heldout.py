@@ -352,8 +352,9 @@ class Stability:
     transform stay the same; ``costs``, for each shape whose choice changes, what keeping the old one would cost at
     the moved shape by the ranker's prices: the old tile, layout and transform on their best grid and tile order
     there (:func:`~ctgraph.select.select_schedule`) over the new choice (near 1: a near tie, and the change costs
-    little; nan where the old transform has no schedule there or the new choice is a measured entry the ranker does
-    not price)."""
+    little; below 1 where the old one is not among the candidates there; nan where the moved shape takes another
+    path, or the old tile, layout or transform does not run there, or the new choice is a measured entry the
+    ranker does not price)."""
 
     kept: float
     costs: tuple[float, ...]
@@ -363,33 +364,37 @@ def stability(shapes: list[Shape], delta: int, device: str | None = None) -> Sta
     """:class:`Stability` of the default path's choice on ``shapes`` at ``+delta`` (selected for the known device
     ``device``, None: the H100 SXM; no GPU needed)."""
     from ctgraph.select import select_schedule
-    from ctgraph.target import known_target
 
-    same, costs = 0, []
+    same, costs, dtype = 0, [], "float16"
     for m, n, k in shapes:
         a = _selection((m, n, k), device).config
         chosen = _selection((m + delta, n + delta, k + delta), device)
         if _choice(a) == _choice(chosen.config):
             same += 1
             continue
-        target = known_target(device)
-        old = select_schedule(m + delta, n + delta, k + delta, "float16", a.tile, a.layout, target, a.transform)
-        kept = old.ranked[0][1] if old.ranked else math.nan
+        target, path, supports = _on(device, n + delta, k + delta, dtype)
+        kept = math.nan  # unless the old tile and layout run on the moved shape's path, the one the old shape took
+        if path == _on(device, n, k, dtype)[1] and supports(a.tile, dtype, a.layout, path):
+            old = select_schedule(m + delta, n + delta, k + delta, dtype, a.tile, a.layout, target, a.transform)
+            kept = old.ranked[0][1] if old.ranked else math.nan
         costs.append(kept * 1e6 / predicted_us(chosen))
     return Stability(same / len(shapes), tuple(costs))
 
 
 def flip_costs(moved: Stability) -> str:
     """A line on :attr:`Stability.costs`: how many shapes changed their choice, the median and p90 of what keeping
-    the old one would cost by the ranker's prices, and how many changes were near ties (under 2%)."""
+    the old one would cost by the ranker's prices, how many changes were near ties (within 2% either way), and how
+    many priced the old choice lower still."""
     costs = [c for c in moved.costs if math.isfinite(c)]
     if not moved.costs:
         return "no shape changed its choice"
     line = f"{len(moved.costs)} changed"
     if costs:
-        median, p90, ties = statistics.median(costs), _quantile(costs, 0.9), sum(c < 1.02 for c in costs)
+        median, p90 = statistics.median(costs), _quantile(costs, 0.9)
         line += f"; keeping the old choice would cost, by the ranker's prices, median {median:.3f}x, p90 {p90:.3f}x"
-        line += f"; {ties} within 2% (near ties)"
+        line += f"; {sum(abs(math.log(c)) < math.log(1.02) for c in costs)} within 2% (near ties)"
+        cheaper = sum(c <= 1 / 1.02 for c in costs)
+        line += f"; {cheaper} cheaper (the old one not among the candidates there)" if cheaper else ""
     unpriced = len(moved.costs) - len(costs)
     return line + (f" ({unpriced} not priced)" if unpriced else "")
 

@@ -251,9 +251,11 @@ def test_stability_prices_keeping_the_old_choice_at_the_moved_shape():
     )
     assert moved.costs[0] == pytest.approx(keep.ranked[0][1] / new.ranked[0][1])
     assert stability([(232, 6760, 6840)], 0) == Stability(1.0, ())
-    line = flip_costs(Stability(0.25, (1.01, 1.5, math.nan)))
-    assert line.startswith("3 changed;") and "median 1.255x" in line and "1 within 2%" in line
-    assert line.endswith("(1 not priced)")
+    assert math.isnan(stability([(8192, 8192, 8192)], 1).costs[0])  # k = 8193 leaves the wgmma path
+    line = flip_costs(Stability(0.25, (0.99, 1.5, math.nan)))
+    assert line.startswith("3 changed;") and "median 1.245x" in line and "1 within 2%" in line
+    assert "cheaper" not in line and line.endswith("(1 not priced)")
+    assert "; 1 cheaper (the old one not among the candidates there)" in flip_costs(Stability(0.0, (0.9,)))
     assert flip_costs(Stability(1.0, ())) == "no shape changed its choice"
 
 
