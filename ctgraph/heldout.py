@@ -34,6 +34,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,11 +284,7 @@ def chosen_by(rows: list[dict[str, Any]]) -> dict[str, int]:
             return next((name for end, name in ends.items() if reason.endswith(end)), "measured")
         return "error" if reason.startswith("error") else reason.split(" (")[0] or "unrecorded"
 
-    counts: dict[str, int] = {}
-    for r in rows:
-        name = source(str(r.get("reason", "")))
-        counts[name] = counts.get(name, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(source(str(r.get("reason", ""))) for r in rows).items()))
 
 
 def compare(rows: list[dict[str, Any]], before: list[dict[str, Any]], movers: int = 5) -> dict[str, Any]:

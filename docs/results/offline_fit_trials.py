@@ -66,8 +66,9 @@ def main() -> None:
     F._timed_on_these = lambda tables, kernels: None  # NOTE: the old timings, knowingly: a trial, never shipped
     if args.cv:
         names = [f"{p}-{s}" for p in pairs for s in ("train", "validation")] + outside
-        h200_only = args.h200_only
-        return cross_validate(args.cv, args.out, args.against, args.keep, h200_only, norm, args.seed, folder, names)
+        return cross_validate(
+            args.cv, args.out, args.against, args.keep, args.h200_only, norm, args.seed, folder, names
+        )
     fitted = [p for p in pairs if not (args.h200_only and p in H100)]
     fit = F.fit(
         [table(f"{p}-train", folder) for p in fitted],
