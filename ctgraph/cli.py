@@ -17,9 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from .passes import PIPELINES, TRANSFORMS
+from .select.objective import OBJECTIVES
 
 SETS = ("train", "validation", "test", "llm", "anchors", "corpus")  # ctgraph/data/shapes/<name>.csv
 SETS_HELP = f"a set ({', '.join(SETS)}) or a CSV with columns m,n,k"
+OBJECTIVE_HELP = (
+    "what the default path minimises: the kernel's GPU time (default) or an eager call's (host included); sets "
+    "CTGRAPH_OBJECTIVE for this run"
+)
 CHOICE_FIELDS = ("m", "n", "k", "config", "reason", "predicted_us", "runner_up", "margin")  # what choose writes
 
 __all__ = ["main"]
@@ -470,6 +475,7 @@ def cmd_heldout(args: argparse.Namespace) -> int:
 
     if args.plot:
         picture_path(args.plot, "heldout --plot")  # a bad path fails before any work starts
+    _objective(args.objective)
     if not (args.summarize or args.stability):  # what a run takes, checked before the GPU stack is asked for
         check_options(args.rounds, args.regret, "heldout --")
         check_output(args.out, (".csv",), "heldout --out")
@@ -504,6 +510,12 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _objective(objective: str | None) -> None:
+    """``--objective``: this process's selections, and its spawned workers', by that objective."""
+    if objective is not None:
+        os.environ["CTGRAPH_OBJECTIVE"] = objective
+
+
 def cmd_choose(args: argparse.Namespace) -> int:
     from .heldout import changed, choices
     from .select import shapes
@@ -511,6 +523,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
 
     known_target(args.device)  # an unknown device fails before any work starts
     check_output(args.out, (".csv",), "choose --out")
+    _objective(args.objective)
     before = _choices_csv(args.against) if args.against else None
     rows = choices(_shapes(args.shapes, args.limit, args.skip), args.device)
     kept = changed(rows, before) if before is not None else rows
@@ -720,6 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--autotune", action="store_true", help="time the ranker's top candidates on first call")
     p.add_argument("--regret", type=int, default=0, metavar="N", help="also time the ranker's first N candidates")
     p.add_argument("--stability", action="store_true", help="only the selection's stability under +8 and +64")
+    p.add_argument("--objective", choices=OBJECTIVES, help=OBJECTIVE_HELP)
     p.add_argument("--device", help="with --stability: a known device, e.g. 'NVIDIA H200' (default: the H100 SXM)")
     p.add_argument(
         "--summarize", action="store_true", help="SHAPES is a CSV an earlier run wrote: print its summary (no GPU)"
@@ -736,6 +750,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("choose", help="the config the default path runs for each shape on a known device (no GPU)")
     p.add_argument("shapes", help=SETS_HELP)
     p.add_argument("--device", help="a known device, e.g. 'NVIDIA H200' (default: the H100 SXM)")
+    p.add_argument("--objective", choices=OBJECTIVES, help=OBJECTIVE_HELP)
     p.add_argument(
         "--against",
         metavar="OLD",

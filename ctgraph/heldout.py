@@ -276,9 +276,13 @@ def chosen_by(rows: list[dict[str, Any]]) -> dict[str, int]:
     """How many rows' configs each source chose, read off their reasons: "ranker" (or "analytic model"), "shipped
     entry", "autotune cache" (a winner an earlier autotune run left: a default-path figure should have none),
     "autotuned on first call", "measured" (a measured entry in a CSV written before the reasons named their file),
-    "error", "unrecorded" (no reason)."""
+    "error", "unrecorded" (no reason); each with ", by call time" where that objective chose
+    (``CTGRAPH_OBJECTIVE=call``)."""
 
     def source(reason: str) -> str:
+        by = ", by call time"
+        if by in reason:
+            return source(reason.replace(by, "")) + by
         if reason.startswith("measured on"):
             ends = {"autotune cache)": "autotune cache", "shipped)": "shipped entry"}
             return next((name for end, name in ends.items() if reason.endswith(end)), "measured")

@@ -41,3 +41,12 @@ def visible_device(i: int) -> str:
     if not 0 <= i < len(names):
         raise ValueError(f"worker {i}: CUDA_VISIBLE_DEVICES names {len(names)} GPU(s) ({','.join(names)})")
     return names[i]
+
+
+def objective() -> str:
+    """``CTGRAPH_OBJECTIVE``: what ``"auto"`` minimises (:mod:`ctgraph.select.objective`): ``kernel`` (default) the
+    GPU time of a kernel, as a CUDA graph replays it; ``call`` the time of back-to-back eager calls, where a kernel
+    shorter than the host's time per call makes one launch beat two."""
+    from .select.objective import check_objective
+
+    return check_objective(os.environ.get("CTGRAPH_OBJECTIVE", "").strip().lower() or "kernel", "CTGRAPH_OBJECTIVE")

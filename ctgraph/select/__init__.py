@@ -5,6 +5,7 @@ From a typed :class:`Target` that the backend reports and from data files, never
     measured entry for this exact device and shape    (autotune cache, then the shipped entries: cache.py)
     else one measured on the same chip                 (an H100 SXM's entries on an H200: target.same_chip)
     else the ranker's best candidate                   (candidates.py -> model.py: analytic x fitted correction)
+    by the objective's time                            (objective.py: the kernel's, or an eager call's)
     with autotune=True: the ranker's top candidates timed on first call, the winner cached (autotune.py)
 
 Selection is deterministic for a given target and data: candidates come in a fixed order and ties keep the first.
@@ -15,14 +16,17 @@ The backend is asked only through the registry and only which tiles and layouts 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
+from .. import knobs
 from ..config import Config, Layout, parse_tile, tile_name
 from ..counts import k_iterations, tile_counts
 from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
 from .candidates import Supports, candidates, offered, schedules
 from .model import Correction, load_correction, rank_keys, user_correction_path
+from .objective import check_objective, order_key
 
 __all__ = [
     "CPU",
@@ -36,6 +40,7 @@ __all__ = [
     "Target",
     "candidates",
     "known_target",
+    "measured_choice",
     "parse_tile",
     "rank",
     "select",
@@ -59,18 +64,38 @@ class Selection:
 
 
 def rank(
-    m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, pool: list[Config] | None = None
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    target: Target,
+    path: str,
+    supports: Supports,
+    pool: list[Config] | None = None,
+    objective: str | None = None,
 ) -> list[tuple[Config, float]]:
-    """``pool`` (default: every candidate) ordered by the ranker's predicted seconds; ties keep the pool's order."""
+    """``pool`` (default: every candidate) with the ranker's predicted kernel seconds of each, ordered by
+    ``objective`` (None: ``CTGRAPH_OBJECTIVE``, default "kernel"; :mod:`.objective`); ties keep the pool's order."""
     pool = candidates(m, n, k, dtype, target, path, supports) if pool is None else pool
-    return _ranked(pool, m, n, k, dtype, target)
+    return _ranked(pool, m, n, k, dtype, target, objective)
 
 
-def _ranked(pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target) -> list[tuple[Config, float]]:
-    """``pool`` with the predicted seconds of each, fastest first (ordered before the shape's level scales them:
-    the level moves no choice); ties keep the pool's order."""
+def _objective(objective: str | None) -> str:
+    return knobs.objective() if objective is None else check_objective(objective)
+
+
+def _ranked(
+    pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target, objective: str | None = None
+) -> list[tuple[Config, float]]:
+    """``pool`` with the predicted kernel seconds of each, first by ``objective``; ties keep the pool's order. By
+    kernel time they are ordered before the shape's level scales them (the level moves no choice); by call time
+    after, since the host's time is in seconds."""
+    objective = _objective(objective)
     keys, level = rank_keys(pool, m, n, k, dtype, target, _correction(target.family))
-    return [(c, t * level) for t, _, c in sorted(zip(keys, range(len(pool)), pool, strict=True))]
+    if objective == "kernel":
+        return [(c, t * level) for t, _, c in sorted(zip(keys, range(len(pool)), pool, strict=True))]
+    timed = [(c, t * level) for c, t in zip(pool, keys, strict=True)]
+    return [timed[i] for _, i in sorted((order_key(c, t, objective), i) for i, (c, t) in enumerate(timed))]
 
 
 def _correction(family: str) -> Correction:
@@ -85,22 +110,49 @@ def _load_correction(family: str, stamp: int) -> Correction:
 
 
 def select(
-    m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, top: int = 8
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    target: Target,
+    path: str,
+    supports: Supports,
+    top: int = 8,
+    objective: str | None = None,
 ) -> Selection:
     """The config for an ``m x n x k`` GEMM on ``target``'s ``path``: the device's measured entry where it has one
     for this shape and the path runs it, else one measured on the same chip (:func:`~ctgraph.target.same_chip`),
-    else the ranker's first candidate. A measured entry's reason names its file: the user's autotune cache (which
-    a benchmark of the default path should not read) or the shipped entries."""
-    ranked = rank(m, n, k, dtype, target, path, supports)
+    else the ranker's first candidate by ``objective`` (None: ``CTGRAPH_OBJECTIVE``; :mod:`.objective`). A measured
+    entry's reason names its file: the user's autotune cache (which a benchmark of the default path should not
+    read) or the shipped entries; measured entries were timed by kernel time and apply under either objective."""
+    objective = _objective(objective)
+    ranked = rank(m, n, k, dtype, target, path, supports, objective=objective)
     for device in (target, *same_chip(target)):
         entry = cache.load(device.name).get(m, n, k, dtype)
-        if entry is not None and supports(entry.config.tile, dtype, entry.config.layout, path):
+        if entry is None:
+            continue
+        chosen = measured_choice(entry, objective)
+        if supports(chosen.tile, dtype, chosen.layout, path):
             where = "this device" if device is target else "the same chip"
             mine = cache.load_user(device.name).get(m, n, k, dtype) is not None  # else a shipped entry
-            why = f"measured on {where} ({device.name}, {'autotune cache' if mine else 'shipped'})"
-            return Selection(entry.config, why, tuple(ranked[:top]), "measured")
+            by = ", by call time" if objective == "call" else ""
+            why = f"measured on {where} ({device.name}, {'autotune cache' if mine else 'shipped'}{by})"
+            return Selection(chosen, why, tuple(ranked[:top]), "measured")
     how = "analytic model" if _correction(target.family).analytic_only else "ranker"
-    return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates)", tuple(ranked[:top]))
+    by = ", by call time" if objective == "call" else ""
+    return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates{by})", tuple(ranked[:top]))
+
+
+def measured_choice(entry: cache.Entry, objective: str | None = None) -> Config:
+    """The config a measured entry gives ``objective`` (None: ``CTGRAPH_OBJECTIVE``): the one it keeps, the fastest
+    kernel timed; by call time, the first of its timed configs by :func:`~.objective.order_key` on their measured
+    seconds (ties: the kept one, then by name), so one entry serves both objectives."""
+    if _objective(objective) == "kernel":
+        return entry.config
+    timed = [(c, t) for c, t in entry.timed() if math.isfinite(t)]
+    if not timed:
+        return entry.config
+    return min(timed, key=lambda ct: (order_key(ct[0], ct[1], "call"), ct[0] != entry.config, ct[0].name))[0]
 
 
 def select_schedule(
@@ -112,11 +164,12 @@ def select_schedule(
     layout: Layout,
     target: Target,
     transform: str | None = None,
+    objective: str | None = None,
 ) -> Selection:
-    """The schedule (transform, grid, tile order) for a fixed tile and layout, ranked by the model; ``transform``:
-    only that transform's grids and tile orders (None: the schedules :func:`~.candidates.offered` to "auto"). An
-    empty ``ranked`` where the transform has no candidate here (Stream-K on one K iteration, split-K on more tiles
-    than the device holds)."""
+    """The schedule (transform, grid, tile order) for a fixed tile and layout, ranked by the model by ``objective``
+    (None: ``CTGRAPH_OBJECTIVE``); ``transform``: only that transform's grids and tile orders (None: the schedules
+    :func:`~.candidates.offered` to "auto"). An empty ``ranked`` where the transform has no candidate here
+    (Stream-K on one K iteration, split-K on more tiles than the device holds)."""
     pool = [
         c
         for c in schedules(m, n, k, dtype, tile, layout, target)
@@ -126,5 +179,5 @@ def select_schedule(
         tm, tn = tile_counts(m, n, tile)
         g = min(target.resident(layout.cluster), tm * tn * k_iterations(k, tile))
         return Selection(Config(tile, layout, transform or "dataparallel", g), "no candidate of this transform")
-    ranked = _ranked(pool, m, n, k, dtype, target)
+    ranked = _ranked(pool, m, n, k, dtype, target, objective)
     return Selection(ranked[0][0], f"ranker, schedules of {tile_name(tile)} on {layout.name}", tuple(ranked[:8]))

@@ -18,7 +18,7 @@ from ..backends import backend, cuda_available
 from ..config import LAYOUT_OPTIONS, Config, Layout
 from ..graph import CoordinateGraph
 from ..target import Target, known_target
-from . import Selection, candidates, rank, select, select_schedule
+from . import Selection, candidates, measured_choice, rank, select, select_schedule
 from .autotune import autotune as run_autotune
 
 __all__ = [
@@ -67,24 +67,27 @@ def _backend_name(target: Target) -> str:
 
 @dataclass(frozen=True)
 class AutoTile:
-    """What chose the tile of a graph built with ``macro_tile="auto"``: the selection, and the backend, target and
-    path it was made for. :func:`choose` takes it for a compile on the same three rather than select again (the
-    same inputs: the same answer), which saves a new shape's first call one of its two selections."""
+    """What chose the tile of a graph built with ``macro_tile="auto"``: the selection, and the backend, target,
+    path and objective it was made for. :func:`choose` takes it for a compile on the same four rather than select
+    again (the same inputs: the same answer), which saves a new shape's first call one of its two selections."""
 
     selection: Selection
     backend: str
     target: Target
     path: str
+    objective: str = "kernel"
 
-    def made_for(self, name: str, target: Target, path: str) -> bool:
-        return (self.backend, self.target, self.path) == (name, target, path)
+    def made_for(self, name: str, target: Target, path: str, objective: str) -> bool:
+        return (self.backend, self.target, self.path, self.objective) == (name, target, path, objective)
 
 
 def auto_tile(m: int, n: int, k: int, dtype: str) -> AutoTile:
-    """``macro_tile="auto"`` in :func:`ctgraph.gemm`: the selection on :func:`default_target`'s fastest path."""
+    """``macro_tile="auto"`` in :func:`ctgraph.gemm`: the selection on :func:`default_target`'s fastest path, by
+    ``CTGRAPH_OBJECTIVE``."""
     target = default_target()
-    path, name = target.paths(dtype, k, n)[0], _backend_name(target)
-    return AutoTile(select(m, n, k, dtype, target, path, backend(name).supports), name, target, path)
+    path, name, objective = target.paths(dtype, k, n)[0], _backend_name(target), knobs.objective()
+    selection = select(m, n, k, dtype, target, path, backend(name).supports, objective=objective)
+    return AutoTile(selection, name, target, path, objective)
 
 
 def given_layout(options: dict[str, Any]) -> dict[str, Any]:
@@ -119,23 +122,25 @@ def choose(
     p = graph.attrs["gemm"]
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
+    objective = knobs.objective()
     if not given_layout(options):
         made = graph.attrs.get("auto_selection")  # a graph built with macro_tile="auto": what chose its tile
-        if made is not None and made.made_for(name, target, path):
+        if made is not None and made.made_for(name, target, path, objective):
             chosen = made.selection
         else:
-            chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports)
+            chosen = select(p.m, p.n, p.k, p.dtype, target, path, supports, objective=objective)
         if made is not None:
             if build is not None and chosen.source != "measured":
                 ranked = [c for c, _ in chosen.ranked]  # the ranker's first candidates, as select ranked them
                 entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, build)
-                why = f"autotuned on first call ({len(entry.seconds)} candidates timed)"
-                chosen = Selection(entry.config, why, chosen.ranked, "autotune")
+                by = ", by call time" if objective == "call" else ""
+                why = f"autotuned on first call ({len(entry.seconds)} candidates timed{by})"
+                chosen = Selection(measured_choice(entry, objective), why, chosen.ranked, "autotune")
             return chosen
         if chosen.config.tile == p.macro_tile:  # the selection's config runs this tile (its layout included)
             return chosen
     _, layout = layout_for(graph, name, target, options)
-    return select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout, target)
+    return select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout, target, objective=objective)
 
 
 def auto_layout(

@@ -1,0 +1,114 @@
+"""The selection's objective (ctgraph.select.objective): kernel time, or the time of back-to-back eager calls."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ctgraph
+from ctgraph import knobs
+from ctgraph.backends import backend
+from ctgraph.cli import main
+from ctgraph.heldout import chosen_by
+from ctgraph.select import H100_SXM, H200, Config, Layout, measured_choice, rank, select
+from ctgraph.select import cache as entries
+from ctgraph.select.objective import HOST_CALL, HOST_LAUNCH, call_seconds, launches, order_key
+
+CUDA = backend("cuda")
+aligned = st.integers(1, 1024).map(lambda x: 8 * x)
+
+
+def _select(m: int, n: int, k: int, objective: str, target=H100_SXM):
+    return select(m, n, k, "float16", target, target.paths("float16", k, n)[0], CUDA.supports, objective=objective)
+
+
+def test_the_host_prices_a_call_by_its_launches():
+    split = Config((64, 64, 64), Layout(), "splitk_reduce", 128, split=4)
+    one = Config((64, 64, 64), Layout(), "streamk", 128)
+    assert launches(split) == 2 and launches(one) == 1
+    assert call_seconds(one, 3e-6) == HOST_CALL and call_seconds(split, 3e-6) == HOST_CALL + HOST_LAUNCH
+    assert call_seconds(split, 1e-3) == 1e-3  # a kernel that outlasts the host is the call
+    assert order_key(split, 3e-6, "kernel") < order_key(one, 5e-6, "kernel")
+    assert order_key(split, 3e-6, "call") > order_key(one, 5e-6, "call")
+    assert order_key(one, 3e-6, "call") < order_key(one, 5e-6, "call")  # both hidden by the host: the faster kernel
+
+
+def test_a_short_split_k_gives_way_to_one_launch_by_call_time():
+    kernel, call = _select(22, 768, 3072, "kernel"), _select(22, 768, 3072, "call")
+    assert kernel.config.transform == "splitk_reduce" and launches(call.config) == 1
+    assert call.reason.endswith(", by call time)") and not kernel.reason.endswith(", by call time)")
+    assert call == _select(22, 768, 3072, "call")  # deterministic
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(m=aligned, n=aligned, k=aligned, target=st.sampled_from([H100_SXM, H200]))
+def test_call_time_is_the_ranked_order_by_its_key_and_leaves_long_kernels_alone(m, n, k, target):
+    path = target.paths("float16", k, n)[0]
+    by_kernel = rank(m, n, k, "float16", target, path, CUDA.supports, objective="kernel")
+    by_call = rank(m, n, k, "float16", target, path, CUDA.supports, objective="call")
+    assert sorted(by_kernel, key=lambda ct: ct[0].name) == sorted(by_call, key=lambda ct: ct[0].name)
+    keys = [order_key(c, t, "call") for c, t in by_call]
+    assert keys == sorted(keys)
+    first, t = by_kernel[0]
+    if t > HOST_CALL + HOST_LAUNCH:  # no config's call is shorter than the fastest kernel
+        assert by_call[0][0] == first
+
+
+def test_the_objective_knob_is_checked(monkeypatch):
+    monkeypatch.delenv("CTGRAPH_OBJECTIVE", raising=False)
+    assert knobs.objective() == "kernel"
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", " Call ")
+    assert knobs.objective() == "call"
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "fastest")
+    with pytest.raises(ValueError, match="CTGRAPH_OBJECTIVE must be one of 'kernel', 'call', got 'fastest'"):
+        knobs.objective()
+    with pytest.raises(ValueError, match="objective must be one of"):
+        select(64, 64, 64, "float16", H100_SXM, "wgmma", CUDA.supports, objective="wall")
+
+
+def test_a_compile_selects_again_where_the_objective_changed(monkeypatch):
+    monkeypatch.delenv("CTGRAPH_OBJECTIVE", raising=False)
+    g = ctgraph.gemm(22, 768, 3072, macro_tile="auto")  # its tile chosen by kernel time
+    assert g.attrs["auto_selection"].objective == "kernel"
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "call")
+    kern = ctgraph.compile(g, transform="auto", target="cuda", build=False)
+    assert kern.selection is not None and launches(kern.selection.config) == 1
+    assert kern.selection.reason.endswith(", by call time)")
+
+
+def test_a_measured_entry_serves_either_objective(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    split = Config((32, 64, 64), Layout(1, "b", True), "splitk_reduce", 120, split=10)
+    one = Config((32, 64, 64), Layout(1, "b", True), "streamk", 48)
+    entry = entries.Entry(split, ((split.name, 5e-6), (one.name, 7e-6)))
+    assert measured_choice(entry, "kernel") == split and measured_choice(entry, "call") == one
+    assert measured_choice(entries.Entry(split, (("old label", 1e-6),)), "call") == split  # nothing to re-rank
+    entries.store(H100_SXM.name, {entries.key(22, 768, 3072, "float16"): entry})
+    kernel, call = _select(22, 768, 3072, "kernel"), _select(22, 768, 3072, "call")
+    assert kernel.config == split and kernel.reason == f"measured on this device ({H100_SXM.name}, autotune cache)"
+    assert call.config == one
+    assert call.reason == f"measured on this device ({H100_SXM.name}, autotune cache, by call time)"
+    rows = [{"reason": r} for r in (kernel.reason, call.reason, "ranker (sm90, 9 candidates, by call time)")]
+    assert chosen_by(rows) == {"autotune cache": 1, "autotune cache, by call time": 1, "ranker, by call time": 1}
+
+
+def test_choose_lists_the_call_objectives_choices(tmp_path, monkeypatch, capsys):
+    import csv
+
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "kernel")  # restored after the test: --objective sets it for the process
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("m,n,k\n22,768,3072\n8192,8192,8192\n")
+    kernel, call = tmp_path / "kernel.csv", tmp_path / "call.csv"
+    assert main(["choose", str(shapes), "--objective", "kernel", "--out", str(kernel)]) == 0
+    assert main(["choose", str(shapes), "--objective", "call", "--against", str(kernel), "--out", str(call)]) == 0
+    rows = list(csv.DictReader(call.open()))
+    assert [(r["m"], r["reason"]) for r in rows] == [("22", "ranker (sm90, 132 candidates, by call time)")]
+    assert "1 of 2 shapes change their config" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["choose", "heldout"])
+def test_an_unknown_objective_is_refused_by_the_cli(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "test", "--objective", "wall"])
+    assert "argument --objective: invalid choice: 'wall'" in capsys.readouterr().err
