@@ -251,10 +251,11 @@ def predicted_us(selection: Any) -> float:
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Geomean, p10, counts below 0.9x, 0.85x (the held-out target's floor) and 0.8x, worst, call-time geomean,
-    regret geomean (where timed); and how the kernel times stand to the ranker's prices, the p10 and p90 of
-    ``ours_us / predicted_us`` (where priced)."""
+    """Geomean, p10, counts below 0.9x, 0.85x (the held-out target's floor) and 0.8x, worst; call time's geomean,
+    p10 and count below 0.85x; regret geomean (where timed); and how the kernel times stand to the ranker's prices,
+    the p10 and p90 of ``ours_us / predicted_us`` (where priced)."""
     kr = [r["kernel_ratio"] for r in rows]
+    cr = [r["call_ratio"] for r in rows]
     priced = [r["ours_us"] / r["predicted_us"] for r in rows if r.get("ours_us", 0) > 0 < r.get("predicted_us", 0)]
     return {
         "shapes": len(rows),
@@ -264,7 +265,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "below_0.85": sum(x < 0.85 for x in kr),
         "below_0.8": sum(x < 0.8 for x in kr),
         "worst": min((x for x in kr if math.isfinite(x)), default=math.nan),
-        "call_geomean": _geomean([r["call_ratio"] for r in rows]),
+        "call_geomean": _geomean(cr),
+        "call_p10": _quantile(cr, 0.1),
+        "call_below_0.85": sum(x < 0.85 for x in cr),
         "regret": _geomean([r["regret"] for r in rows if math.isfinite(r.get("regret", math.nan))]),
         "failed": sum(not math.isfinite(x) for x in kr) + sum(str(r.get("close")) == "False" for r in rows),
         "time_over_predicted_p10": _quantile(priced, 0.1),
@@ -279,10 +282,11 @@ def chosen_by(rows: list[dict[str, Any]]) -> dict[str, int]:
     "error", "unrecorded" (no reason); each with ", by call time" where that objective chose
     (``CTGRAPH_OBJECTIVE=call``)."""
 
+    from ctgraph.select.objective import BY_CALL
+
     def source(reason: str) -> str:
-        by = ", by call time"
-        if by in reason:
-            return source(reason.replace(by, "")) + by
+        if BY_CALL in reason:
+            return source(reason.replace(BY_CALL, "")) + BY_CALL
         if reason.startswith("measured on"):
             ends = {"autotune cache)": "autotune cache", "shipped)": "shipped entry"}
             return next((name for end, name in ends.items() if reason.endswith(end)), "measured")
@@ -468,7 +472,7 @@ def precompile(shapes: list[Shape], processes: int, autotune: bool, regret: int)
 
     target = device_target("cuda")
     top = max(regret, TOP if autotune else 1)
-    work = [(c, s, "float16") for s in shapes for c in tune.configs_for(s, target, top, 0)]
+    work = [(c, s, "float16") for s in shapes for c in tune.configs_for(s, target, top, 0, objective=None)]
     work += [(_chosen(s), s, "float16") for s in shapes]
     tune.precompile(work, processes)
 

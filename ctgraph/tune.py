@@ -76,15 +76,19 @@ def check_options(rounds: int, top: int, extra: int, shard: tuple[int, int], pre
         raise ValueError(f"{prefix}shard must be (i, n) with 0 <= i < n, got {shard!r}")
 
 
-def configs_for(shape: Shape, target: Any, top: int, extra: int, dtype: str = "float16") -> list[Config]:
-    """The ranker's first ``top`` candidates for ``shape`` and ``extra`` others, drawn with a seed of the shape."""
+def configs_for(
+    shape: Shape, target: Any, top: int, extra: int, dtype: str = "float16", objective: str | None = "kernel"
+) -> list[Config]:
+    """The ranker's first ``top`` candidates for ``shape`` and ``extra`` others, drawn with a seed of the shape;
+    first by kernel time, which the tables fit the ranker to (``objective``, :mod:`ctgraph.select.objective`; None:
+    ``CTGRAPH_OBJECTIVE``, as the default path ranks them)."""
     from .backends import backend
     from .select import rank
     from .select.resolve import path_of
 
     m, n, k = shape
     path = path_of(target, dtype, k, n, {})
-    ranked = [c for c, _ in rank(m, n, k, dtype, target, path, backend("cuda").supports)]
+    ranked = [c for c, _ in rank(m, n, k, dtype, target, path, backend("cuda").supports, objective=objective)]
     rng = random.Random(f"{m},{n},{k}")
     rest = ranked[top:]
     return ranked[:top] + rng.sample(rest, min(extra, len(rest)))

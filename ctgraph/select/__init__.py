@@ -26,7 +26,7 @@ from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
 from .candidates import Supports, candidates, offered, schedules
 from .model import Correction, load_correction, rank_keys, user_correction_path
-from .objective import check_objective, order_key
+from .objective import by, check_objective, order_key
 
 __all__ = [
     "CPU",
@@ -135,12 +135,11 @@ def select(
         if supports(chosen.tile, dtype, chosen.layout, path):
             where = "this device" if device is target else "the same chip"
             mine = cache.load_user(device.name).get(m, n, k, dtype) is not None  # else a shipped entry
-            by = ", by call time" if objective == "call" else ""
-            why = f"measured on {where} ({device.name}, {'autotune cache' if mine else 'shipped'}{by})"
+            why = f"measured on {where} ({device.name}, {'autotune cache' if mine else 'shipped'}{by(objective)})"
             return Selection(chosen, why, tuple(ranked[:top]), "measured")
     how = "analytic model" if _correction(target.family).analytic_only else "ranker"
-    by = ", by call time" if objective == "call" else ""
-    return Selection(ranked[0][0], f"{how} ({target.family}, {len(ranked)} candidates{by})", tuple(ranked[:top]))
+    why = f"{how} ({target.family}, {len(ranked)} candidates{by(objective)})"
+    return Selection(ranked[0][0], why, tuple(ranked[:top]))
 
 
 def measured_choice(entry: cache.Entry, objective: str | None = None) -> Config:

@@ -21,13 +21,24 @@ from __future__ import annotations
 
 from ..config import Config
 
-__all__ = ["HOST_CALL", "HOST_LAUNCH", "OBJECTIVES", "call_seconds", "check_objective", "launches", "order_key"]
+__all__ = [
+    "BY_CALL",
+    "HOST_CALL",
+    "HOST_LAUNCH",
+    "OBJECTIVES",
+    "by",
+    "call_seconds",
+    "check_objective",
+    "launches",
+    "order_key",
+]
 
 OBJECTIVES = ("kernel", "call")
 # a ctgraph call of one launch on the host, and each further launch (kern(a, b, out=d): 12.1-18.6 us on the H100's
 # host, results/overhead-h100.md; the reduction's launch 3.5-5.7 us on an H200's host, results/splitk-host-h200.md)
 HOST_CALL = 12e-6
 HOST_LAUNCH = 4.5e-6
+BY_CALL = ", by call time"  # what a selection's reason says where the call objective chose
 
 
 def check_objective(objective: str, name: str = "objective") -> str:
@@ -35,6 +46,11 @@ def check_objective(objective: str, name: str = "objective") -> str:
     if objective not in OBJECTIVES:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, OBJECTIVES))}, got {objective!r}")
     return objective
+
+
+def by(objective: str) -> str:
+    """What ``objective`` adds to a selection's reason: :data:`BY_CALL`, or nothing for the default."""
+    return BY_CALL if objective == "call" else ""
 
 
 def launches(c: Config) -> int:

@@ -20,6 +20,7 @@ from ..graph import CoordinateGraph
 from ..target import Target, known_target
 from . import Selection, candidates, measured_choice, rank, select, select_schedule
 from .autotune import autotune as run_autotune
+from .objective import by
 
 __all__ = [
     "LAYOUT_OPTIONS",
@@ -75,7 +76,7 @@ class AutoTile:
     backend: str
     target: Target
     path: str
-    objective: str = "kernel"
+    objective: str
 
     def made_for(self, name: str, target: Target, path: str, objective: str) -> bool:
         return (self.backend, self.target, self.path, self.objective) == (name, target, path, objective)
@@ -133,8 +134,9 @@ def choose(
             if build is not None and chosen.source != "measured":
                 ranked = [c for c, _ in chosen.ranked]  # the ranker's first candidates, as select ranked them
                 entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, build)
-                by = ", by call time" if objective == "call" else ""
-                why = f"autotuned on first call ({len(entry.seconds)} candidates timed{by})"
+                # NOTE: the entry keeps the fastest kernel, which a process by kernel time reads; by call time the
+                # same entry gives measured_choice's config
+                why = f"autotuned on first call ({len(entry.seconds)} candidates timed{by(objective)})"
                 chosen = Selection(measured_choice(entry, objective), why, chosen.ranked, "autotune")
             return chosen
         if chosen.config.tile == p.macro_tile:  # the selection's config runs this tile (its layout included)

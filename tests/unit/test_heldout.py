@@ -56,6 +56,9 @@ def test_summary_and_kinds_of_a_set():
     s = summary(rows)
     assert s["shapes"] == 4 and s["geomean"] == pytest.approx((0.5 * 0.8 * 1.0 * 1.25) ** 0.25)
     assert (s["below_0.9"], s["below_0.85"], s["below_0.8"], s["worst"], s["failed"]) == (2, 2, 1, 0.5, 0)
+    rows[2]["call_ratio"] = 0.84  # call time's tail counted apart from the kernel's
+    s = summary(rows)
+    assert (s["below_0.85"], s["call_below_0.85"]) == (2, 3) and s["call_p10"] < 0.8
     kinds = by_kind(rows)
     assert list(kinds) == ["skinny", "small", "large"]
     assert kinds["skinny"]["shapes"] == 2 and kinds["skinny"]["geomean"] == pytest.approx(math.sqrt(0.4))

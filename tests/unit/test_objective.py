@@ -112,3 +112,14 @@ def test_an_unknown_objective_is_refused_by_the_cli(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "test", "--objective", "wall"])
     assert "argument --objective: invalid choice: 'wall'" in capsys.readouterr().err
+
+
+def test_tune_times_the_kernel_objectives_candidates_whatever_the_knob(monkeypatch):
+    """The tune tables fit the ranker's kernel times: their candidates are the kernel objective's first."""
+    from ctgraph.tune import configs_for
+
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "call")
+    first = configs_for((22, 768, 3072), H100_SXM, 4, 0)
+    assert first == configs_for((22, 768, 3072), H100_SXM, 4, 0, objective="kernel")
+    assert first[0].transform == "splitk_reduce"
+    assert launches(configs_for((22, 768, 3072), H100_SXM, 4, 0, objective=None)[0]) == 1
