@@ -47,6 +47,25 @@ def test_default_path_on_every_shipped_entry(shape):
     check_default_path(shape)
 
 
+def test_the_call_objective_on_the_test_shapes_it_moves(monkeypatch):
+    """CTGRAPH_OBJECTIVE=call: every test shape whose config it changes (one launch where kernel time chose split-K's
+    two, mostly) runs that config, against float64 and bit-identical on a repeat."""
+    from ctgraph.select.objective import launches
+
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "kernel")  # restored after the test
+
+    def config(shape: tuple[int, int, int]) -> object:
+        kern = ctgraph.compile(ctgraph.gemm(*shape, macro_tile="auto"), transform="auto", target="cuda", build=False)
+        return kern.selection.config
+
+    by_kernel = {shape: config(shape) for shape in TEST_SET}
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "call")
+    moved = [shape for shape in TEST_SET if config(shape) != by_kernel[shape]]
+    assert moved and sum(launches(config(s)) < launches(by_kernel[s]) for s in moved) > len(moved) // 2
+    for shape in moved:
+        check_default_path(shape)
+
+
 AUTOTUNE = """
 import ctgraph, torch
 kern = ctgraph.compile(ctgraph.gemm(520, 776, 1032, macro_tile="auto"), transform="auto", target="cuda",
