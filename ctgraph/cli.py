@@ -582,10 +582,12 @@ def cmd_draw(args: argparse.Namespace) -> int:
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:
-    from .overhead import run, table
+    from .overhead import host_check, run, table
 
     _require_gpu_stack("python -m ctgraph overhead")
-    print(table(run()))
+    rows = run()
+    print(table(rows))
+    print(host_check(rows))
     return 0
 
 

@@ -1,9 +1,9 @@
 """``python -m ctgraph overhead``: what a Python call costs the host, against ``torch.matmul``.
 
-For each shape, five callers on the same torch tensors, on torch's current stream: ``torch.matmul(a, b, out=d)``
-and ``torch.matmul(a, b)`` (cuBLAS; the second allocates its result), a compiled kernel ``kern(a, b, out=d)``,
-``ctgraph.matmul(a, b, out=d)`` and ``ctgraph.matmul(a, b)``. Three times each (all by
-:mod:`ctgraph.measure`):
+For each shape, six callers on the same torch tensors, on torch's current stream: ``torch.matmul(a, b, out=d)``
+and ``torch.matmul(a, b)`` (cuBLAS; the second allocates its result), a compiled kernel ``kern(a, b, out=d)``, the
+same tile as split-K with its reduction kernel (``splitk_reduce``: two launches a call), ``ctgraph.matmul(a, b,
+out=d)`` and ``ctgraph.matmul(a, b)``. Three times each (all by :mod:`ctgraph.measure`):
 
 - **kernel**: GPU time per call, by CUDA-graph replay;
 - **call**: events around back-to-back Python calls (what a caller sees: the larger of host and GPU time);
@@ -11,6 +11,8 @@ and ``torch.matmul(a, b)`` (cuBLAS; the second allocates its result), a compiled
   median of :data:`ROUNDS` rounds in which every caller runs one burst, so a noisy moment of the host hits them all.
 
 The default shapes: a GEMM with next to nothing to compute (8 x 8 x 8: the launch alone), a ~5 us one and 1024^3.
+:func:`host_check` sets the host times against those the call objective assumes
+(:data:`~ctgraph.select.objective.HOST_CALL`, :data:`~ctgraph.select.objective.HOST_LAUNCH`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ROUNDS", "SHAPES", "run", "table"]
+__all__ = ["ROUNDS", "SHAPES", "host_check", "run", "table"]
+
+KERN, SPLIT = "kern(a, b, out=d)", "split-K kern(a, b, out=d)"
 
 ROUNDS = 9
 SHAPES = ((8, 8, 8), (512, 1024, 2048), (1024, 1024, 1024))
@@ -42,11 +46,15 @@ def _shape(m: int, n: int, k: int) -> list[dict[str, Any]]:
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
     d = torch.empty(m, n, device="cuda", dtype=torch.float16)
-    kern = ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto", target="cuda")
+    g = ctgraph.gemm(m, n, k, macro_tile="auto")
+    kern = ctgraph.compile(g, transform="auto", target="cuda")
+    layout = kern.selection.config.layout.options() if kern.selection is not None else {}
+    split = ctgraph.compile(g, transform="splitk_reduce", target="cuda", **layout)  # the default's tile and layout
     callers: dict[str, Callable[[], Any]] = {
         "torch.matmul(a, b, out=d)": lambda: torch.matmul(a, b, out=d),
         "torch.matmul(a, b)": lambda: torch.matmul(a, b),
-        "kern(a, b, out=d)": lambda: kern(a, b, out=d),
+        KERN: lambda: kern(a, b, out=d),
+        SPLIT: lambda: split(a, b, out=d),
         "ctgraph.matmul(a, b, out=d)": lambda: ctgraph.matmul(a, b, out=d),
         "ctgraph.matmul(a, b)": lambda: ctgraph.matmul(a, b),
     }
@@ -84,3 +92,21 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {extra:+.1f} |"
         )
     return "\n".join(lines)
+
+
+def host_check(rows: list[dict[str, Any]]) -> str:
+    """The host times of a kernel's call (:data:`KERN`, one launch unless the default chose split-K) and of split-K's
+    second launch (:data:`SPLIT` less :data:`KERN`, per shape) against what the call objective assumes."""
+    from ctgraph.select.objective import HOST_CALL, HOST_LAUNCH
+
+    host = {(r["shape"], r["caller"]): r["host_us"] for r in rows}
+    shapes = sorted({r["shape"] for r in rows if (r["shape"], KERN) in host and (r["shape"], SPLIT) in host})
+    if not shapes:
+        return "no shape timed both kern and split-K: nothing to set against the call objective's host times"
+    calls = [host[s, KERN] for s in shapes]
+    seconds = [host[s, SPLIT] - host[s, KERN] for s in shapes]
+    return (
+        f"the call objective (ctgraph/select/objective.py) assumes {HOST_CALL * 1e6:.1f} us of host time a call and "
+        f"{HOST_LAUNCH * 1e6:.1f} us more for a second launch; here: {min(calls):.1f} to {max(calls):.1f} us a call, "
+        f"{min(seconds):+.1f} to {max(seconds):+.1f} us for split-K's two launches over the default's"
+    )

@@ -7,7 +7,8 @@
 # CTGRAPH_OBJECTIVE=call changes on this GPU (`choose` both ways), up to 60 of them, each timed by `heldout` with
 # the kernel objective's config (kernel.csv) and the call objective's (call.csv), cuBLAS in the same runs; both
 # CSVs hold kernel and call ratios. `heldout OUTDIR/call.csv --summarize --against OUTDIR/kernel.csv` compares them.
-# What decides the default: the call ratio gained on these shapes against the kernel ratio lost.
+# What decides the default: the call ratio gained on these shapes against the kernel ratio lost. First,
+# `overhead` (overhead.md) sets this host's times per call against those the call objective assumes.
 # SECONDS (default 540): each step is stopped at that budget, so the call ends inside the device's 600 s.
 set -uo pipefail
 usage="usage: objective-probe.sh OUTDIR FRESH.csv [SECONDS]"
@@ -21,6 +22,8 @@ echo "objective-probe: $device"
 python3 -m ctgraph choose "$fresh" --device "$device" --out "$out/fresh-kernel.csv"
 python3 -m ctgraph choose "$fresh" --device "$device" --objective call --against "$out/fresh-kernel.csv" \
     --out "$out/fresh-moved.csv"
+timeout -k 10 120 python3 -m ctgraph overhead >"$out/overhead.md"
+echo "objective-probe: overhead exit $? at ${SECONDS} s"
 for objective in kernel call; do
     left=$((budget - SECONDS))
     [ "$left" -le 20 ] && { echo "objective-probe: out of time before $objective"; exit 1; }
