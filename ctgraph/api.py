@@ -24,6 +24,7 @@ from .passes import TAKES_SPLIT, pass_options
 from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
 from .select import Config, Selection
+from .select.objective import check_objective
 
 __all__ = ["CPU_WORKGROUPS", "CIgnoredWarning", "Kernel", "compile", "compile_config"]
 
@@ -173,6 +174,7 @@ def compile(
     split: int | None = None,
     raster: int | str | None = None,
     autotune: bool = False,
+    objective: str | None = None,
     **options: Any,
 ) -> Kernel:
     """Transform a GEMM graph (from :func:`ctgraph.gemm`) and return a :class:`Kernel`.
@@ -190,6 +192,10 @@ def compile(
     where it has nothing to time (target "cpu", a named transform, a fixed tile or a given cluster layout) it
     warns and compiles without it. The environment variable only applies where a kernel is built on a GPU, so it
     never breaks ``build=False`` and never warns.
+    ``objective``: what every "auto" minimises (:mod:`ctgraph.select.objective`): "kernel" the kernel's GPU time, as
+    a CUDA graph replays it; "call" the time of back-to-back eager calls, host included, where one launch beats
+    split-K's two on a kernel shorter than the host's time per call; None (default): ``CTGRAPH_OBJECTIVE``, else
+    "kernel". On "cpu" selection is by its model's time alone.
     ``workgroups``: the grid size g; default: the workgroups the device holds at once on "cuda" (one CTA per SM,
     which fills an SM on the wgmma path and is a lower bound on the mma paths; whole clusters where a workgroup is
     a cluster), :data:`CPU_WORKGROUPS` on "cpu";
@@ -228,6 +234,9 @@ def compile(
         )
     if not isinstance(autotune, bool):
         raise ValueError(f"autotune must be True or False (or CTGRAPH_AUTOTUNE=1 in the environment), got {autotune!r}")
+    objective = knobs.objective() if objective is None else check_objective(objective)
+    if target != "cuda":  # NOTE: no host launch to price: the CPU backend runs workgroups on the calling thread
+        objective = "kernel"
     check_index_range(graph.attrs["gemm"])
     if target == "cuda" and build:
         require_cuda("compile(target='cuda') with build=True")
@@ -243,7 +252,7 @@ def compile(
         device = target_of(target, options)
         if auto_layout and target == "cuda" and not (transform == "auto" and auto_tile):  # the graph's tile is fixed
             options = options | ranked_layout(
-                graph, target, device, None if transform == "auto" else transform, options
+                graph, target, device, None if transform == "auto" else transform, options, objective
             )
     if transform == "auto":
         for name, given in (("sk_batches", sk_batches), ("split", split)):
@@ -253,7 +262,7 @@ def compile(
             raise ValueError("autotune times kernels on the GPU: it needs build=True")
         timed = (autotune or knobs.autotune()) and target == "cuda" and build
         tuner = _autotune_build(graph, target, options) if timed else None
-        selection = choose(graph, target, device, options, tuner)
+        selection = choose(graph, target, device, options, tuner, objective)
         config = selection.config
         if config.tile != graph.attrs["gemm"].macro_tile:  # a graph built with macro_tile="auto": the target's tile
             p = graph.attrs["gemm"]
@@ -286,9 +295,9 @@ def compile(
         if target == "cuda":
             p = graph.attrs["gemm"]
             layout_ = layout_for(graph, target, device, options)[1]
-            ranked = select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout_, device, transform).config
-            workgroups = ranked.workgroups if workgroups == "auto" else workgroups
-            order = ranked.raster if auto_order else order
+            best = select_schedule(p.m, p.n, p.k, p.dtype, p.macro_tile, layout_, device, transform, objective)
+            workgroups = best.config.workgroups if workgroups == "auto" else workgroups
+            order = best.config.raster if auto_order else order
         else:  # the CPU's default grid (below) and row-major (its workgroups run one by one: no L2 to share)
             workgroups = None if workgroups == "auto" else workgroups
     if workgroups is None:

@@ -20,7 +20,7 @@ from ..graph import CoordinateGraph
 from ..target import Target, known_target
 from . import Selection, candidates, measured_choice, rank, select, select_schedule
 from .autotune import autotune as run_autotune
-from .objective import by
+from .objective import by, check_objective
 
 __all__ = [
     "LAYOUT_OPTIONS",
@@ -114,8 +114,10 @@ def choose(
     target: Target,
     options: dict[str, Any],
     build: Callable[[Config], Any] | None = None,
+    objective: str | None = None,
 ) -> Selection:
-    """``transform="auto"``: the selection for this GEMM graph on backend ``name``'s ``target``. Where the graph was
+    """``transform="auto"``: the selection for this GEMM graph on backend ``name``'s ``target``, by ``objective``
+    (None: ``CTGRAPH_OBJECTIVE``; :mod:`.objective`). Where the graph was
     built with ``macro_tile="auto"`` and no layout is given, the whole config, its tile included (the caller rebuilds
     the graph where the tile differs); else the selection's config where it runs the graph's tile, else a schedule of
     that tile on the path that runs it. ``build``: autotune's way to compile a config's kernel (None: no autotune;
@@ -123,7 +125,7 @@ def choose(
     p = graph.attrs["gemm"]
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
-    objective = knobs.objective()
+    objective = knobs.objective() if objective is None else check_objective(objective)
     if not given_layout(options):
         made = graph.attrs.get("auto_selection")  # a graph built with macro_tile="auto": what chose its tile
         if made is not None and made.made_for(name, target, path, objective):
@@ -146,7 +148,12 @@ def choose(
 
 
 def auto_layout(
-    graph: CoordinateGraph, name: str, target: Target, transform: str | None, options: dict[str, Any]
+    graph: CoordinateGraph,
+    name: str,
+    target: Target,
+    transform: str | None,
+    options: dict[str, Any],
+    objective: str | None = None,
 ) -> dict[str, Any]:
     """The layout options for ``cluster``, ``multicast`` or ``swap="auto"`` on a graph of a fixed tile: those of the
     candidate the ranker puts first among the ones with the graph's tile and ``transform`` (None: any) whose layout
@@ -164,7 +171,7 @@ def auto_layout(
         for c in candidates(p.m, p.n, p.k, p.dtype, target, path, supports, named=want)
         if c.tile == p.macro_tile and c.transform == want and all(c.layout.options()[o] == v for o, v in given.items())
     ]
-    return rank(p.m, p.n, p.k, p.dtype, target, path, supports, pool)[0][0].layout.options() if pool else {}
+    return rank(p.m, p.n, p.k, p.dtype, target, path, supports, pool, objective)[0][0].layout.options() if pool else {}
 
 
 def resident(target: Target, name: str, graph: CoordinateGraph, options: dict[str, Any]) -> int:

@@ -140,3 +140,27 @@ def test_overhead_sets_its_host_times_against_the_call_objectives():
         "split-K's two launches over the default's"
     )
     assert host_check(rows[:1]).startswith("no shape timed both")
+
+
+def test_compile_takes_the_objective_as_an_argument(monkeypatch):
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "kernel")
+    g = ctgraph.gemm(22, 768, 3072, macro_tile="auto")
+    by_call = ctgraph.compile(g, transform="auto", target="cuda", build=False, objective="call")
+    assert launches(by_call.selection.config) == 1 and by_call.transform == "streamk"
+    monkeypatch.setenv("CTGRAPH_OBJECTIVE", "call")  # the argument wins over the environment
+    by_kernel = ctgraph.compile(g, transform="auto", target="cuda", build=False, objective="kernel")
+    assert by_kernel.transform == "splitk_reduce"
+    grid = ctgraph.compile(
+        ctgraph.gemm(22, 768, 3072, macro_tile=(24, 64, 64)),
+        "streamk",
+        workgroups="auto",
+        target="cuda",
+        build=False,
+        objective="call",
+        swap=True,
+    )
+    assert grid.workgroups >= 1
+    with pytest.raises(ValueError, match="objective must be one of 'kernel', 'call', got 'fast'"):
+        ctgraph.compile(g, transform="auto", target="cpu", objective="fast")
+    cpu = ctgraph.compile(g, transform="auto", target="cpu", build=False, objective="call")
+    assert cpu.selection is not None and not cpu.selection.reason.endswith(", by call time)")  # no launch to price
