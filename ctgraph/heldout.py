@@ -299,8 +299,10 @@ def compare(rows: list[dict[str, Any]], before: list[dict[str, Any]], movers: in
     """``rows`` against an earlier run ``before`` of the same shapes (another commit, device or option), on the
     shapes both hold: the geomean of the per-shape quotients (new ratio / old ratio: how a second device's ratios
     stand to the first's); the shapes whose config changed, their geomean before and after; those whose config
-    stayed, before and after (the spread between runs, against which a change is read); and the ``movers`` changed
-    shapes that moved most each way, as ``(shape, old config, new config, old ratio, new ratio)``."""
+    stayed, before and after (the spread between runs, against which a change is read); the changed shapes by call
+    time, before and after (where a change trades one time for the other, as the call objective does); and the
+    ``movers`` changed shapes that moved most each way, as ``(shape, old config, new config, old ratio, new
+    ratio)``."""
     old = {shape_of(r): r for r in before}
     both = [(r, old[shape_of(r)]) for r in rows if shape_of(r) in old]
     changed = [(r, o) for r, o in both if r["config"] != o["config"]]
@@ -321,6 +323,8 @@ def compare(rows: list[dict[str, Any]], before: list[dict[str, Any]], movers: in
         "changed": len(changed),
         "changed_before": _geomean([o["kernel_ratio"] for _, o in changed]),
         "changed_after": _geomean([r["kernel_ratio"] for r, _ in changed]),
+        "changed_call_before": _geomean([o["call_ratio"] for _, o in changed]),
+        "changed_call_after": _geomean([r["call_ratio"] for r, _ in changed]),
         "same": len(same),
         "same_before": _geomean([o["kernel_ratio"] for _, o in same]),
         "same_after": _geomean([r["kernel_ratio"] for r, _ in same]),

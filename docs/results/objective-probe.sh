@@ -6,7 +6,8 @@
 # The shapes of FRESH.csv (fresh draws, never tuned on: `draw train --start ... --stop ...`) whose config
 # CTGRAPH_OBJECTIVE=call changes on this GPU (`choose` both ways), up to 60 of them, each timed by `heldout` with
 # the kernel objective's config (kernel.csv) and the call objective's (call.csv), cuBLAS in the same runs; both
-# CSVs hold kernel and call ratios. `heldout OUTDIR/call.csv --summarize --against OUTDIR/kernel.csv` compares them.
+# CSVs hold kernel and call ratios. `heldout OUTDIR/call.csv --summarize --against OUTDIR/kernel.csv` compares them
+# (changed_before/after by kernel time, changed_call_before/after by call time).
 # What decides the default: the call ratio gained on these shapes against the kernel ratio lost. First,
 # `overhead` (overhead.md) sets this host's times per call against those the call objective assumes.
 # SECONDS (default 540): each step is stopped at that budget, so the call ends inside the device's 600 s.

@@ -163,6 +163,9 @@ def test_against_an_earlier_run_separates_the_shapes_whose_config_changed(tmp_pa
     assert (c["changed"], c["same"]) == (2, 2)
     assert c["changed_before"] == pytest.approx(math.sqrt(0.5)) and c["changed_after"] == pytest.approx(math.sqrt(0.5))
     assert c["same_before"] == c["same_after"] == pytest.approx(math.sqrt(0.8))
+    after[0]["call_ratio"] = 2.0  # by call time the changed shapes went 0.5 and 1.0 to 2.0 and 0.5
+    assert compare(after, before)["changed_call_before"] == pytest.approx(math.sqrt(0.5))
+    assert compare(after, before)["changed_call_after"] == pytest.approx(1.0)
     assert c["gained"] == [("1x2x3", "A", "B", 0.5, 1.0)] and c["lost"] == [("4x5x6", "A", "B", 1.0, 0.5)]
     assert compare(before, before)["changed"] == 0 and compare(before, before)["gained"] == []
     new, old = tmp_path / "new.csv", tmp_path / "old.csv"
