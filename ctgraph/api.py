@@ -23,8 +23,7 @@ from .graph import CoordinateGraph
 from .passes import TAKES_SPLIT, pass_options
 from .passes import transform as run_pipeline
 from .schedule import schedule as graph_schedule
-from .select import Config, Selection
-from .select.objective import check_objective
+from .select import Config, Selection, objective_or_env
 
 __all__ = ["CPU_WORKGROUPS", "CIgnoredWarning", "Kernel", "compile", "compile_config"]
 
@@ -234,7 +233,7 @@ def compile(
         )
     if not isinstance(autotune, bool):
         raise ValueError(f"autotune must be True or False (or CTGRAPH_AUTOTUNE=1 in the environment), got {autotune!r}")
-    objective = knobs.objective() if objective is None else check_objective(objective)
+    objective = objective_or_env(objective)
     if target != "cuda":  # NOTE: no host launch to price: the CPU backend runs workgroups on the calling thread
         objective = "kernel"
     check_index_range(graph.attrs["gemm"])

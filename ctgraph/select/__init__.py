@@ -41,6 +41,7 @@ __all__ = [
     "candidates",
     "known_target",
     "measured_choice",
+    "objective_or_env",
     "parse_tile",
     "rank",
     "select",
@@ -80,7 +81,9 @@ def rank(
     return _ranked(pool, m, n, k, dtype, target, objective)
 
 
-def _objective(objective: str | None) -> str:
+def objective_or_env(objective: str | None) -> str:
+    """``objective``, checked (:mod:`.objective`); None: ``CTGRAPH_OBJECTIVE`` (:func:`ctgraph.knobs.objective`,
+    default "kernel")."""
     return knobs.objective() if objective is None else check_objective(objective)
 
 
@@ -90,7 +93,7 @@ def _ranked(
     """``pool`` with the predicted kernel seconds of each, first by ``objective``; ties keep the pool's order. By
     kernel time they are ordered before the shape's level scales them (the level moves no choice); by call time
     after, since the host's time is in seconds."""
-    objective = _objective(objective)
+    objective = objective_or_env(objective)
     keys, level = rank_keys(pool, m, n, k, dtype, target, _correction(target.family))
     if objective == "kernel":
         return [(c, t * level) for t, _, c in sorted(zip(keys, range(len(pool)), pool, strict=True))]
@@ -125,7 +128,7 @@ def select(
     else the ranker's first candidate by ``objective`` (None: ``CTGRAPH_OBJECTIVE``; :mod:`.objective`). A measured
     entry's reason names its file: the user's autotune cache (which a benchmark of the default path should not
     read) or the shipped entries; measured entries were timed by kernel time and apply under either objective."""
-    objective = _objective(objective)
+    objective = objective_or_env(objective)
     ranked = rank(m, n, k, dtype, target, path, supports, objective=objective)
     for device in (target, *same_chip(target)):
         entry = cache.load(device.name).get(m, n, k, dtype)
@@ -146,7 +149,7 @@ def measured_choice(entry: cache.Entry, objective: str | None = None) -> Config:
     """The config a measured entry gives ``objective`` (None: ``CTGRAPH_OBJECTIVE``): the one it keeps, the fastest
     kernel timed; by call time, the first of its timed configs by :func:`~.objective.order_key` on their measured
     seconds (ties: the kept one, then by name), so one entry serves both objectives."""
-    if _objective(objective) == "kernel":
+    if objective_or_env(objective) == "kernel":
         return entry.config
     timed = [(c, t) for c, t in entry.timed() if math.isfinite(t)]
     if not timed:

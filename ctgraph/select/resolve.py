@@ -18,9 +18,9 @@ from ..backends import backend, cuda_available
 from ..config import LAYOUT_OPTIONS, Config, Layout
 from ..graph import CoordinateGraph
 from ..target import Target, known_target
-from . import Selection, candidates, measured_choice, rank, select, select_schedule
+from . import Selection, candidates, measured_choice, objective_or_env, rank, select, select_schedule
 from .autotune import autotune as run_autotune
-from .objective import by, check_objective
+from .objective import by
 
 __all__ = [
     "LAYOUT_OPTIONS",
@@ -125,7 +125,7 @@ def choose(
     p = graph.attrs["gemm"]
     path = path_of(target, p.dtype, p.k, p.n, options)
     supports = backend(name).supports
-    objective = knobs.objective() if objective is None else check_objective(objective)
+    objective = objective_or_env(objective)
     if not given_layout(options):
         made = graph.attrs.get("auto_selection")  # a graph built with macro_tile="auto": what chose its tile
         if made is not None and made.made_for(name, target, path, objective):
