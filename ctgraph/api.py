@@ -115,8 +115,9 @@ class Kernel:
         return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
 
 
-def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[int, int]:
-    """splitk runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget it fits in.
+def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None, transform: str) -> tuple[int, int]:
+    """``transform`` (split-K, either way) runs one workgroup per (output tile, K chunk): ``workgroups`` is the budget
+    it fits in.
 
     Without ``split``, the most chunks that fit: ``split = workgroups // tiles`` (at least 1). The arithmetic is
     :mod:`ctgraph.counts`' (:func:`~ctgraph.counts.split_for_budget`, :func:`~ctgraph.counts.splitk_workgroups`).
@@ -127,7 +128,7 @@ def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None) -> tuple[in
     need = splitk_workgroups(tiles, kt, split)
     if need > workgroups:
         raise ValueError(
-            f"splitk needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
+            f"{transform} needs {need} workgroups ({tiles} output tiles x their K chunks) but has "
             f"{workgroups}; use fewer chunks (split=), more workgroups, or a Stream-K transform"
         )
     return need, split
@@ -308,7 +309,7 @@ def compile(
     if isinstance(workgroups, bool) or not isinstance(workgroups, numbers.Integral) or workgroups < 1:
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:
-        workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split)
+        workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split, transform)
     check_grid(graph.attrs["gemm"], int(workgroups))
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, order)
     kern.selection = selection

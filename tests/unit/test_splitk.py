@@ -52,6 +52,8 @@ def test_errors():
     g = ctgraph.gemm(64, 64, 64, macro_tile=(16, 16, 8))  # 16 tiles
     with pytest.raises(ValueError, match="splitk needs 32 workgroups"):
         ctgraph.compile(g, transform="splitk", split=2, workgroups=20, target="cpu")
+    with pytest.raises(ValueError, match="splitk_reduce needs 32 workgroups"):  # the transform the caller named
+        ctgraph.compile(g, transform="splitk_reduce", split=2, workgroups=20, target="cpu")
     with pytest.raises(ValueError, match="split applies to splitk"):
         ctgraph.compile(g, transform="streamk", split=2, target="cpu")
     with pytest.raises(ValueError, match="split must be a positive integer"):
