@@ -325,6 +325,7 @@ def _retime(args: argparse.Namespace, shard: tuple[int, int]) -> int:
         print(f"{path}: every shape was timed on these kernels; nothing to time{wrote}")
         return 0
     _require_gpu_stack("python -m ctgraph tune --retime")
+    _same_device(old.device, path)
     shapes = list(configs)
     new = run(shapes, out, shard=shard, rounds=args.rounds, configs=configs)
     if shard[1] > 1:  # this host's share alone: merged after the old table, every host's share wins over it
@@ -334,6 +335,19 @@ def _retime(args: argparse.Namespace, shard: tuple[int, int]) -> int:
     write_whole(out, old.merged(new).to_json())
     print(f"timed {len(new.entries)} of {len(shapes)} stale shapes again -> {out}")
     return 0
+
+
+def _same_device(device: str, path: Path) -> None:
+    """A retime times a table's configs on this GPU and files them under the table's device: refuse another device
+    (an H100's table timed on an H200 would pass for the H100's, and the fit reads each table on its own device)."""
+    from .select.resolve import device_target
+
+    here = device_target("cuda").name
+    if here != device:
+        raise ValueError(
+            f"tune --retime: {path} was timed on {device!r} and this GPU is {here!r}; time it again on {device!r} "
+            "(or tune this GPU's own table: python -m ctgraph tune SHAPES --out NEW.json)"
+        )
 
 
 def cmd_fit(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from ctgraph.cli import main
 from ctgraph.select import H100_SXM, Config, Layout
 from ctgraph.select import cache as entries
 from ctgraph.select import fit as fitting
+from ctgraph.target import known_target
 from ctgraph.tune import sample, stale
 
 C1 = Config((128, 128, 64), Layout(), "dataparallel", 64)
@@ -113,6 +114,20 @@ def test_retime_keeps_what_a_stopped_run_timed_and_writes_it_before_any_work(tmp
     assert main(["tune", str(path), "--retime", "--out", str(out)]) == 0
     assert "nothing to time" in capsys.readouterr().out
     assert stale(entries.Table.from_json(out.read_text()), "now") == {}
+
+
+def test_a_retime_on_another_device_is_refused_before_any_timing(tmp_path, monkeypatch, capsys):
+    """A table's new timings are filed under its device: an H100's table timed again on an H200 is refused, naming
+    both, before any kernel is built or timed."""
+    monkeypatch.setattr(fitting, "kernel_hash", lambda *a: "now")
+    path, out = tmp_path / "t.json", tmp_path / "new.json"
+    path.write_text(_table(before=[(1, 2, 3)]).to_json())
+    monkeypatch.setattr("ctgraph.cli._require_gpu_stack", lambda what: None)
+    monkeypatch.setattr("ctgraph.select.resolve.device_target", lambda name: known_target("NVIDIA H200"))
+    monkeypatch.setattr(tune, "run", lambda *a, **k: pytest.fail("timed on another device"))
+    assert main(["tune", str(path), "--retime", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"was timed on {H100_SXM.name!r} and this GPU is 'NVIDIA H200'" in err and not out.exists()
 
 
 def test_a_retime_shard_keeps_its_own_share_only(tmp_path, monkeypatch):
