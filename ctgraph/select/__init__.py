@@ -77,7 +77,8 @@ def rank(
 ) -> list[tuple[Config, float]]:
     """``pool`` (default: every candidate) with the ranker's predicted kernel seconds of each, ordered by
     ``objective`` (None: ``CTGRAPH_OBJECTIVE``, default "kernel"; :mod:`.objective`); ties keep the pool's order."""
-    pool = candidates(m, n, k, dtype, target, path, supports) if pool is None else pool
+    objective = objective_or_env(objective)
+    pool = candidates(m, n, k, dtype, target, path, supports, objective=objective) if pool is None else pool
     return _ranked(pool, m, n, k, dtype, target, objective)
 
 
@@ -172,9 +173,10 @@ def select_schedule(
     (None: ``CTGRAPH_OBJECTIVE``); ``transform``: only that transform's grids and tile orders (None: the schedules
     :func:`~.candidates.offered` to "auto"). An empty ``ranked`` where the transform has no candidate here
     (Stream-K on one K iteration, split-K on more tiles than the device holds)."""
+    objective = objective_or_env(objective)
     pool = [
         c
-        for c in schedules(m, n, k, dtype, tile, layout, target)
+        for c in schedules(m, n, k, dtype, tile, layout, target, objective)
         if (c.transform == transform if transform else offered(c, m, n))
     ]
     if not pool:  # e.g. Stream-K on one K iteration: the resident grid, no more workgroups than iterations

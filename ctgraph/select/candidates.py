@@ -34,7 +34,8 @@ Schedules per tile (``T`` tiles of ``kt`` iterations, ``R`` resident workgroups 
 ``min(T, R)``; two-tile Stream-K and the hybrids (1 and 3 batches) on ``R`` where ``T > R``, only for a transform
 the caller names (:data:`NAMED_ONLY`, :func:`offered`); where ``T < R``, Stream-K on ``R`` (where
 ``T >= 2 R / 3`` only for a named transform: :func:`near_wave`) and on every in-step grid
-(:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``.
+(:func:`~ctgraph.counts.step_grids`); split-K with a reduction kernel where ``T <= R / 2``, and by call time
+(:mod:`.objective`) the same split with its fixup in the kernel too (``"splitk"``: one launch, its grid resident).
 Each persistent schedule comes in row-major order and, where A and B together outgrow the L2, in groups of
 :data:`RASTER` tile rows (the largest divisor of the tile rows not above it, :func:`order_group`; ragged groups of
 :mod:`ctgraph.passes.raster` only for a count of tile rows with no divisor from 2 to :data:`RASTER` on a B that
@@ -413,9 +414,17 @@ def ragged_rows(n: int, k: int, dtype: str, tn: int, resident: int, target: Targ
 
 
 def schedules(
-    m: int, n: int, k: int, dtype: str, tile: tuple[int, int, int], layout: Layout, target: Target
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    tile: tuple[int, int, int],
+    layout: Layout,
+    target: Target,
+    objective: str = "kernel",
 ) -> list[Config]:
-    """Every schedule of one tile and layout (module docstring), each on its grid and tile orders."""
+    """Every schedule of one tile and layout (module docstring), each on its grid and tile orders; by call time
+    (``objective``) split-K's fixup in the kernel too, after the split-K it mirrors."""
     tm, tn = tile_counts(m, n, tile)
     tiles, kt = tm * tn, k_iterations(k, tile)
     resident = target.resident(layout.cluster)
@@ -441,6 +450,8 @@ def schedules(
             split = int(split_chunks(kt, min(kt, resident // tiles))[0])  # the non-empty chunks that split K
             if split > 1:
                 add("splitk_reduce", splitk_workgroups(tiles, kt, split), split=split)
+                if objective == "call":  # one launch: the chunk that owns a tile adds the others' partials
+                    add("splitk", splitk_workgroups(tiles, kt, split), split=split)
     return out
 
 
@@ -453,20 +464,29 @@ def candidates(
     path: str,
     supports: Supports,
     named: str | None = None,
+    objective: str = "kernel",
 ) -> list[Config]:
     """Every config worth ranking for an ``m x n x k`` GEMM on ``target``'s ``path``, in a fixed order: those
-    :func:`offered` to the transform ``named`` (None: ``transform="auto"``)."""
-    return _candidates(m, n, k, dtype, target, path, supports, named)
+    :func:`offered` to the transform ``named`` (None: ``transform="auto"``), for ``objective`` (:func:`schedules`)."""
+    return _candidates(m, n, k, dtype, target, path, supports, named, objective)
 
 
 @functools.lru_cache(maxsize=1024)
 def _candidates(
-    m: int, n: int, k: int, dtype: str, target: Target, path: str, supports: Supports, named: str | None
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    target: Target,
+    path: str,
+    supports: Supports,
+    named: str | None,
+    objective: str,
 ) -> list[Config]:
     return [
         c
         for t, lay in tiles_for(m, n, k, dtype, target, path, supports)
-        for c in schedules(m, n, k, dtype, t, lay, target)
+        for c in schedules(m, n, k, dtype, t, lay, target, objective)
         if offered(c, m, n, named)
     ]
 

@@ -91,7 +91,7 @@ import hashlib
 import json
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -115,6 +115,7 @@ from .trees import Trees
 
 __all__ = [
     "FEATURES",
+    "IN_KERNEL_SPLITK",
     "LEVEL_INPUTS",
     "LEVEL_REFERENCE",
     "TREE_INPUTS",
@@ -144,6 +145,11 @@ LAUNCH = 2.5e-6  # seconds per kernel launch (graph replay)
 FIXUP_LEVEL = 2.0e-6
 FIXUP_RATE = 20e9  # bytes/s one CTA moves a partial tile through a fixup level
 FIXUP_RADIX = 4
+# split-K with its fixup in the kernel (``"splitk"``, offered by call time alone: objective.py) has no timings in the
+# tune tables, so it is priced as its twin with a reduction kernel (``"splitk_reduce"``, the same tile, layout, grid
+# and chunks) times the ratio they ran at: 1.12 at the geomean over the 15 fresh draws whose twin took under 17 us,
+# where the call objective can choose it (H200, 2026-11-28, docs/results/splitk-inkernel-probe-h200.csv)
+IN_KERNEL_SPLITK = 1.12
 # a ring stage is loaded again only a round trip after its last load (the load's latency under a loaded HBM and the
 # consumers' release): with ``S`` stages a K iteration takes at least RING_LATENCY / S (sm90; chosen by the train
 # sample's regret, like SM_RATE). The stage count mirrors the wgmma kernel's plan (lowering/cuda/plan/hopper.py).
@@ -533,16 +539,19 @@ def rank_keys(
     configs: list[Config], m: int, n: int, k: int, dtype: str, target: Target, correction: Correction
 ) -> tuple[list[float], float]:
     """What the ranker orders ``configs`` by, ``analytic x correction`` (right in order, not in level), and the
-    shape's level factor that makes them predicted seconds (:meth:`Correction.log_level`)."""
+    shape's level factor that makes them predicted seconds (:meth:`Correction.log_level`); split-K with its fixup in
+    the kernel at its reduction-kernel twin's times :data:`IN_KERNEL_SPLITK`."""
     norm = correction.bounds_norm
     level = 1.0
     if any(correction.level):
         level = math.exp(correction.log_level(reference_row(m, n, k, dtype, target, norm)))
     if not configs:
         return [], level
-    base, rows = zip(*(ranked_row(c, m, n, k, dtype, target, norm) for c in configs), strict=True)
+    priced = [replace(c, transform="splitk_reduce") if c.transform == "splitk" else c for c in configs]
+    base, rows = zip(*(ranked_row(c, m, n, k, dtype, target, norm) for c in priced), strict=True)
     logs = correction.log_factors(np.array(rows)).tolist()
-    return [b * math.exp(x) for b, x in zip(base, logs, strict=True)], level
+    factor = [IN_KERNEL_SPLITK if c.transform == "splitk" else 1.0 for c in configs]
+    return [b * math.exp(x) * f for b, x, f in zip(base, logs, factor, strict=True)], level
 
 
 def reference_row(m: int, n: int, k: int, dtype: str, target: Target, norm: float = math.inf) -> list[float]:

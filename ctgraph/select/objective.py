@@ -9,9 +9,11 @@ the larger of the host's time and the GPU's::
 A GEMM shorter than the host's time per call leaves the GPU waiting for the host, so there one launch beats two:
 split-K's reduction kernel (``splitk_reduce``) costs the host a second ``cuLaunchKernelEx`` whatever it saves the
 GPU. On the H100's held-out test set (899a254) its 44 shapes ran 1.15x cuBLAS by kernel time and 0.88x by call
-time, the data-parallel ones 1.04x and 1.00x (docs/benchmarks.md). Where every config is shorter than the host,
-``call`` keeps the fastest kernel among those of the fewest launches; where the kernels outlast the host it orders
-as ``kernel`` does.
+time, the data-parallel ones 1.04x and 1.00x (docs/benchmarks.md). So by call time the candidates include each such
+split-K's twin with its fixup in the kernel (``splitk``: the chunk that owns a tile adds the others' partials; one
+launch; :func:`~.candidates.schedules`), priced at the predicted kernel time of the split-K it mirrors times
+:data:`~.model.IN_KERNEL_SPLITK`. Where every config is shorter than the host, ``call`` keeps the fastest kernel
+among those of the fewest launches; where the kernels outlast the host it orders as ``kernel`` does.
 
 The host's times are not the GPU's :class:`~ctgraph.target.Target`: they vary by machine (a faster host moves the
 crossing to shorter kernels, never the order of long ones). They are fitted on calls measured on the GPU machines'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from ctgraph.cli import main
 from ctgraph.heldout import chosen_by
 from ctgraph.select import H100_SXM, H200, Config, Layout, measured_choice, rank, select
 from ctgraph.select import cache as entries
+from ctgraph.select.model import IN_KERNEL_SPLITK
 from ctgraph.select.objective import HOST_CALL, HOST_LAUNCH, call_seconds, launches, order_key
 
 CUDA = backend("cuda")
@@ -37,6 +40,7 @@ def test_the_host_prices_a_call_by_its_launches():
 def test_a_short_split_k_gives_way_to_one_launch_by_call_time():
     kernel, call = _select(22, 768, 3072, "kernel"), _select(22, 768, 3072, "call")
     assert kernel.config.transform == "splitk_reduce" and launches(call.config) == 1
+    assert call.config == replace(kernel.config, transform="splitk")  # the same split, its fixup in the kernel
     assert call.reason.endswith(", by call time)") and not kernel.reason.endswith(", by call time)")
     assert call == _select(22, 768, 3072, "call")  # deterministic
 
@@ -47,7 +51,20 @@ def test_call_time_is_the_ranked_order_by_its_key_and_leaves_long_kernels_alone(
     path = target.paths("float16", k, n)[0]
     by_kernel = rank(m, n, k, "float16", target, path, CUDA.supports, objective="kernel")
     by_call = rank(m, n, k, "float16", target, path, CUDA.supports, objective="call")
-    assert sorted(by_kernel, key=lambda ct: ct[0].name) == sorted(by_call, key=lambda ct: ct[0].name)
+    # by call time the same candidates, and for each split-K its twin with the fixup in the kernel, priced at its
+    # time times IN_KERNEL_SPLITK
+    assert not any(c.transform == "splitk" for c, _ in by_kernel)
+    twins = {c: t for c, t in by_call if c.transform == "splitk"}
+    assert sorted(by_kernel, key=lambda ct: ct[0].name) == sorted(
+        [ct for ct in by_call if ct[0] not in twins], key=lambda ct: ct[0].name
+    )
+    priced = dict(by_kernel)
+    reduced = [c for c in priced if c.transform == "splitk_reduce"]
+    assert sorted(twins, key=lambda c: c.name) == sorted(
+        (replace(c, transform="splitk") for c in reduced), key=lambda c: c.name
+    )
+    for c, t in twins.items():
+        assert t == pytest.approx(priced[replace(c, transform="splitk_reduce")] * IN_KERNEL_SPLITK, rel=1e-12)
     keys = [order_key(c, t, "call") for c, t in by_call]
     assert keys == sorted(keys)
     first, t = by_kernel[0]
@@ -103,7 +120,8 @@ def test_choose_lists_the_call_objectives_choices(tmp_path, monkeypatch, capsys)
     assert main(["choose", str(shapes), "--objective", "kernel", "--out", str(kernel)]) == 0
     assert main(["choose", str(shapes), "--objective", "call", "--against", str(kernel), "--out", str(call)]) == 0
     rows = list(csv.DictReader(call.open()))
-    assert [(r["m"], r["reason"]) for r in rows] == [("22", "ranker (sm90, 132 candidates, by call time)")]
+    # 132 candidates by kernel time, and by call time the 15 split-K ones again with their fixup in the kernel
+    assert [(r["m"], r["reason"]) for r in rows] == [("22", "ranker (sm90, 147 candidates, by call time)")]
     assert "1 of 2 shapes change their config" in capsys.readouterr().out
 
 
@@ -146,7 +164,7 @@ def test_compile_takes_the_objective_as_an_argument(monkeypatch):
     monkeypatch.setenv("CTGRAPH_OBJECTIVE", "kernel")
     g = ctgraph.gemm(22, 768, 3072, macro_tile="auto")
     by_call = ctgraph.compile(g, transform="auto", target="cuda", build=False, objective="call")
-    assert launches(by_call.selection.config) == 1 and by_call.transform == "streamk"
+    assert launches(by_call.selection.config) == 1 and by_call.transform == "splitk"  # the fixup in the kernel
     monkeypatch.setenv("CTGRAPH_OBJECTIVE", "call")  # the argument wins over the environment
     by_kernel = ctgraph.compile(g, transform="auto", target="cuda", build=False, objective="kernel")
     assert by_kernel.transform == "splitk_reduce"
