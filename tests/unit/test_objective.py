@@ -65,6 +65,7 @@ def test_call_time_is_the_ranked_order_by_its_key_and_leaves_long_kernels_alone(
     )
     for c, t in twins.items():
         assert t == pytest.approx(priced[replace(c, transform="splitk_reduce")] * IN_KERNEL_SPLITK, rel=1e-12)
+        assert c.workgroups <= target.resident(c.layout.cluster)  # the owner waits: every chunk resident at once
     keys = [order_key(c, t, "call") for c, t in by_call]
     assert keys == sorted(keys)
     first, t = by_kernel[0]
