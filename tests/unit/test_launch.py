@@ -4,6 +4,7 @@ back from the addresses it holds."""
 from __future__ import annotations
 
 import ctypes
+import math
 
 import pytest
 
@@ -104,6 +105,22 @@ def test_a_descriptor_is_replaced_only_where_its_pointer_changed(driver):
     assert driver["replace"] == [0x8000, 0x8000, 0x4000]
     values = params(p, [ctypes.c_uint64] * 8 + [TensorMap] * 3)
     assert [v.opaque[0] for v in values[8:]] == [0x4000, 0x8000, 0x8000]
+
+
+def test_a_call_with_the_operands_of_the_last_writes_its_scalars_alone(driver):
+    """Back-to-back calls on the same tensors skip the pointers and the descriptors (one tuple compare), but the
+    scalars are written every call (0.0 == -0.0 in Python, not in the epilogue) and a moved operand still is."""
+    p = Prepared([(FakeFunction(1), 1)], [], [MapSpec(OPERAND_A, 64, 32, 64, 32, 64)], (0x1000, 0x2000, 0, 0x3000))
+    types = [ctypes.c_uint64] * 4 + [ctypes.c_float] * 2 + [ctypes.c_uint64] * 2 + [TensorMap]
+    p((0x1000, 0x2000, 0, 0x3000), 0.0, 1.0, 0x10, 0x20, stream=0)
+    p((0x1000, 0x2000, 0, 0x3000), -0.0, 2.0, 0x30, 0x40, stream=0)
+    values = params(p, types)
+    assert math.copysign(1.0, values[4].value) == -1.0 and values[5].value == 2.0
+    assert [v.value for v in values[6:8]] == [0x30, 0x40] and driver["replace"] == []
+    p((0x5000, 0x2000, 0, 0x3000), 1.0, 0.0, 0, 0, stream=0)
+    p((0x1000, 0x2000, 0, 0x3000), 1.0, 0.0, 0, 0, stream=0)  # back where it was: written again
+    values = params(p, types)
+    assert values[0].value == 0x1000 and values[8].opaque[0] == 0x1000 and driver["replace"] == [0x5000, 0x1000]
 
 
 def test_a_failed_launch_raises(driver, monkeypatch):
