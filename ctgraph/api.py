@@ -98,9 +98,21 @@ class Kernel:
         """The PTX of a "cuda" kernel (needs nvcc, not a GPU)."""
         return self.program.ptx
 
-    def __call__(self, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, beta: float = 0.0, **kw: Any) -> Any:
+    def __call__(
+        self,
+        A: Any,
+        B: Any,
+        C: Any = None,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        out: Any = None,
+        stream: Any = None,
+    ) -> Any:
         """``D = alpha*A@B + beta*C``, with ``beta`` 0.0 by default (torch.addmm's default is 1); ``C`` may be
         omitted when ``beta == 0``. A ``C`` passed while ``beta == 0`` is ignored, with a :class:`CIgnoredWarning`.
+        ``out``: where D goes (a new array or tensor when None); ``stream``: the CUDA stream to launch on (None:
+        torch's current one for torch tensors, else the legacy default stream; the CPU takes None alone).
         A "cuda" kernel needs pycuda and a GPU here (:class:`ctgraph.deps.MissingDependency` otherwise)."""
         if C is not None and not isinstance(beta, bool) and isinstance(beta, numbers.Real) and beta == 0:
             warnings.warn(
@@ -112,7 +124,7 @@ class Kernel:
         if self.target == "cuda" and not self._found_gpu:
             require_cuda("calling a target='cuda' kernel")
             self._found_gpu = True  # NOTE: once per kernel: the checks are off every later call's path
-        return self.program(A, B, C, alpha=alpha, beta=beta, **kw)
+        return self.program(A, B, C, alpha=alpha, beta=beta, out=out, stream=stream)
 
 
 def _splitk_grid(p: GemmProblem, workgroups: int, split: int | None, transform: str) -> tuple[int, int]:

@@ -40,12 +40,23 @@ __all__ = [
 @runtime_checkable
 class Program(Protocol):
     """What ``Backend.build`` returns: the kernel's lowered form and its source text, called to run the GEMM as
-    ``program(A, B, C, alpha=, beta=, **call_options)`` (returns D). ``control`` is the control graph."""
+    ``program(A, B, C, alpha=, beta=, out=, stream=)`` (returns D: ``out`` where given). ``control`` is the control
+    graph."""
 
     control: Any
     source: str
 
-    def __call__(self, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, beta: float = 0.0, **kw: Any) -> Any: ...
+    def __call__(
+        self,
+        A: Any,
+        B: Any,
+        C: Any = None,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        out: Any = None,
+        stream: Any = None,
+    ) -> Any: ...
 
 
 @runtime_checkable
