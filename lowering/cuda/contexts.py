@@ -46,9 +46,19 @@ def primary_context(device: int) -> int:
     return ctx
 
 
+_SLOT = threading.local()  # per thread: the handle cuCtxGetCurrent writes, and its byref, made once (~0.7 us a call)
+
+
 def _current() -> int:
-    handle = ctypes.c_void_p()
-    _check(_lib().cuCtxGetCurrent(ctypes.byref(handle)), "cuCtxGetCurrent")
+    try:
+        handle, ref = _SLOT.handle
+    except AttributeError:  # this thread's first call
+        handle = ctypes.c_void_p()
+        ref = ctypes.byref(handle)
+        _SLOT.handle = (handle, ref)
+    result = _lib().cuCtxGetCurrent(ref)
+    if result:
+        _check(result, "cuCtxGetCurrent")
     return int(handle.value or 0)
 
 

@@ -116,3 +116,24 @@ def test_a_buffer_is_an_int_allocated_and_freed_in_its_devices_context(fake):
     buf.free()
     buf.free()  # once only
     assert calls == [("alloc", 0x101, 4096), ("free", 0x101, 0xBEEF00)] and lib.stack == [0x100]
+
+
+def test_each_thread_reads_its_current_context_into_its_own_handle(fake):
+    """``cuCtxGetCurrent`` writes into a handle kept per thread (made on a thread's first call): threads calling at
+    once never read each other's context."""
+    import threading
+
+    lib = fake(current=0x100)
+    seen: dict[str, tuple[int, object]] = {}
+
+    def run(name: str, ctx: int) -> None:
+        lib.stack = [ctx]  # NOTE: the fake keeps one stack; each thread sets it before its call
+        seen[name] = (contexts._current(), contexts._SLOT.handle[0])  # kept: an id could be reused
+
+    for name, ctx in (("a", 0x100), ("b", 0x101)):
+        t = threading.Thread(target=run, args=(name, ctx))
+        t.start()
+        t.join()
+    assert seen["a"][0] == 0x100 and seen["b"][0] == 0x101
+    assert seen["a"][1] is not seen["b"][1]  # two handles, one a thread
+    assert contexts._current() == 0x101  # and this thread's own, made on its first call
