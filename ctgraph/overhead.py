@@ -11,7 +11,7 @@ out=d)`` and ``ctgraph.matmul(a, b)``. Three times each (all by :mod:`ctgraph.me
   median of :data:`ROUNDS` rounds in which every caller runs one burst, so a noisy moment of the host hits them all.
 
 The default shapes: a GEMM with next to nothing to compute (8 x 8 x 8: the launch alone), a ~5 us one and 1024^3.
-:func:`host_check` sets the host times against those the call objective assumes
+:func:`host_check` sets the host and call times against those the call objective assumes
 (:data:`~ctgraph.select.objective.HOST_CALL`, :data:`~ctgraph.select.objective.HOST_LAUNCH`).
 """
 
@@ -95,18 +95,26 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def host_check(rows: list[dict[str, Any]]) -> str:
-    """The host times of a kernel's call (:data:`KERN`, one launch unless the default chose split-K) and of split-K's
-    second launch (:data:`SPLIT` less :data:`KERN`, per shape) against what the call objective assumes."""
+    """What the call objective assumes (:data:`~ctgraph.select.objective.HOST_CALL` a call,
+    :data:`~ctgraph.select.objective.HOST_LAUNCH` more for a second launch; fitted on back-to-back calls) against
+    this run: the host times of a kernel's call (:data:`KERN`, one launch unless the default chose split-K) and of
+    split-K's second launch (:data:`SPLIT` less :data:`KERN`, per shape), and the same two by call time on the shapes
+    whose kernels take under half their call (where the host sets the call's time, as the objective prices it)."""
     from ctgraph.select.objective import HOST_CALL, HOST_LAUNCH
 
-    host = {(r["shape"], r["caller"]): r["host_us"] for r in rows}
-    shapes = sorted({r["shape"] for r in rows if (r["shape"], KERN) in host and (r["shape"], SPLIT) in host})
+    by = {(r["shape"], r["caller"]): r for r in rows}
+    shapes = sorted({r["shape"] for r in rows if (r["shape"], KERN) in by and (r["shape"], SPLIT) in by})
     if not shapes:
         return "no shape timed both kern and split-K: nothing to set against the call objective's host times"
-    calls = [host[s, KERN] for s in shapes]
-    seconds = [host[s, SPLIT] - host[s, KERN] for s in shapes]
+
+    def spans(key: str, among: list[str]) -> str:
+        one = [by[s, KERN][key] for s in among]
+        two = [by[s, SPLIT][key] - by[s, KERN][key] for s in among]
+        return f"{min(one):.1f} to {max(one):.1f} us a call, {min(two):+.1f} to {max(two):+.1f} us for split-K's second"
+
+    bound = [s for s in shapes if all(2 * by[s, c]["kernel_us"] < by[s, c]["call_us"] for c in (KERN, SPLIT))]
+    calls = f"; by call time where the host binds, {spans('call_us', bound)}" if bound else ""
     return (
-        f"the call objective (ctgraph/select/objective.py) assumes {HOST_CALL * 1e6:.1f} us of host time a call and "
-        f"{HOST_LAUNCH * 1e6:.1f} us more for a second launch; here: {min(calls):.1f} to {max(calls):.1f} us a call, "
-        f"{min(seconds):+.1f} to {max(seconds):+.1f} us for split-K's two launches over the default's"
+        f"the call objective (ctgraph/select/objective.py) assumes {HOST_CALL * 1e6:.1f} us a call and "
+        f"{HOST_LAUNCH * 1e6:.1f} us more for a second launch; here by host time, {spans('host_us', shapes)}{calls}"
     )

@@ -9,7 +9,8 @@
 # CSVs hold kernel and call ratios. `heldout OUTDIR/call.csv --summarize --against OUTDIR/kernel.csv` compares them
 # (changed_before/after by kernel time, changed_call_before/after by call time).
 # What decides the default: the call ratio gained on these shapes against the kernel ratio lost. First,
-# `overhead` (overhead.md) sets this host's times per call against those the call objective assumes.
+# `overhead` (overhead.md) sets this host's times per call, by host time and by call time, against those the call
+# objective assumes (fitted on back-to-back calls: results/host_fit.py).
 # SECONDS (default 540): each step is stopped at that budget, so the call ends inside the device's 600 s.
 set -uo pipefail
 usage="usage: objective-probe.sh OUTDIR FRESH.csv [SECONDS]"
