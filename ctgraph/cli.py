@@ -743,7 +743,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("heldout", help="the default path against cuBLAS on a shape set (needs torch and a GPU)")
     p.add_argument("shapes", help=SETS_HELP)
     p.add_argument("--out", default="out/heldout.csv")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="interleaved rounds, cuBLAS first in even ones and ctgraph in odd ones: an even count gives each the "
+        "first place as often (default 2)",
+    )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes (after --skip)")
     p.add_argument("--skip", type=int, default=0, help="leave out the first N shapes (a run split over several calls)")
     p.add_argument("--autotune", action="store_true", help="time the ranker's top candidates on first call")

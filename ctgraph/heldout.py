@@ -2,10 +2,10 @@
 
 For every shape: ``ctgraph.compile(ctgraph.gemm(m, n, k, macro_tile="auto"), transform="auto")`` (with
 ``--autotune``, its first call times the ranker's top candidates) and ``torch.matmul`` (cuBLAS, fp16, fp32
-accumulation, reduced-precision reduction off), timed in ``--rounds`` interleaved rounds, cuBLAS first in even
-rounds and last in odd ones (:func:`~ctgraph.measure.in_turn`); two times each (:mod:`ctgraph.measure`): **kernel**
-(CUDA-graph replay) and **call** (events around back-to-back Python calls). The ratio is taken per round
-(``cublas_r / ours_r``) and its median kept per shape.
+accumulation, reduced-precision reduction off), timed in ``--rounds`` interleaved rounds (2 by default), cuBLAS
+first in even rounds and last in odd ones (:func:`~ctgraph.measure.in_turn`; an odd count is warned of); two
+times each (:mod:`ctgraph.measure`): **kernel** (CUDA-graph replay) and **call** (events around back-to-back Python
+calls). The ratio is taken per round (``cublas_r / ours_r``) and its median kept per shape.
 
 The summary per set (:func:`summary`): geomean of the kernel-time ratios, p10, the shapes below 0.9x and 0.8x, the
 worst, the call-time geomean, and per kind of shape (:func:`by_kind`: skinny, small, large); with ``--regret N``,
@@ -521,12 +521,19 @@ def check_options(rounds: int, regret: int, prefix: str = "heldout: ") -> None:
 
 
 def run(
-    shapes: list[Shape], out: Path, rounds: int = 3, autotune: bool = False, regret: int = 0, gpus: int | None = None
+    shapes: list[Shape], out: Path, rounds: int = 2, autotune: bool = False, regret: int = 0, gpus: int | None = None
 ) -> list[dict[str, Any]]:
     """Time every shape (module docstring) over the visible GPUs; the rows, also written to ``out`` (CSV)."""
     import multiprocessing as mp
 
     check_options(rounds, regret)
+    if rounds > 1 and rounds % 2:
+        print(
+            f"warning: {rounds} rounds put cuBLAS first in {rounds // 2 + 1} of them and ctgraph in {rounds // 2}: "
+            "an even count gives each the first place as often (a long kernel meets the GPU as the other left it)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     import torch
 

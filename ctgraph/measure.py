@@ -101,5 +101,6 @@ def kernel_time(fn: Callable[[], Any], reps: int = 10) -> float:
 def in_turn(items: Sequence[T], round_: int) -> list[T]:
     """``items`` in the order timing round ``round_`` (from 0) takes them: forward in even rounds, backward in odd
     ones. Timed always in one order, the first item always meets the clocks a quiet GPU has and the last the heat
-    the others left (at 8192^3 the H100 draws near its power limit); in turn, each meets both alike."""
+    the others left (at 8192^3 the H100 draws near its power limit); in turn, over an even number of rounds, each
+    meets both alike (over three, the first item is first twice)."""
     return list(items) if round_ % 2 == 0 else list(items)[::-1]

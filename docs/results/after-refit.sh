@@ -5,7 +5,8 @@
 #   git show REV:ctgraph/data/ranker-sm90.json > BEFORE.json   # the fit it replaced (here, before the call)
 #   source .gpu/setup-device.sh >/dev/null && bash docs/results/after-refit.sh OUTDIR BEFORE.json FRESH.csv [SECONDS]
 #
-# 1. The held-out sets with the shipped fit: test.csv, llm.csv (2 rounds), anchors.csv (3 rounds).
+# 1. The held-out sets with the shipped fit: test.csv, llm.csv (2 rounds), anchors.csv (4 rounds: an even count
+#    puts cuBLAS and ctgraph first as often).
 # 2. The shapes of FRESH.csv (fresh draws, never tuned on: `draw train --start ... --stop ...`) whose config the
 #    refit moves on this GPU: `choose` with BEFORE.json put where `calibrate` writes a correction, then with the
 #    shipped fit; up to 40 of them run by `heldout` at both (moved-before.csv, moved-after.csv; `heldout
@@ -48,7 +49,7 @@ heldout() { # heldout NAME SHAPES ROUNDS: a step writing OUTDIR/NAME.csv
 }
 heldout test test 2
 heldout llm llm 2
-heldout anchors anchors 3
+heldout anchors anchors 4
 
 device=$(python3 -c 'import torch; print(torch.cuda.get_device_name())')
 echo "after-refit: $device"

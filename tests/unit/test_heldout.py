@@ -372,3 +372,16 @@ def test_outputs_are_checked_against_float64():
     stray = exact.clone()
     stray[7, 3] += 16.0
     assert not matches_float64(stray.half(), A, B)
+
+
+@pytest.mark.parametrize("rounds, warned", [(1, False), (2, False), (3, True), (4, False)])
+def test_an_odd_count_of_rounds_is_warned_of_before_any_work(tmp_path, monkeypatch, capsys, rounds, warned):
+    """Rounds take their kernels in turn: an odd count (but one) puts cuBLAS first once more than ctgraph."""
+    import ctgraph.heldout as heldout
+
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)  # no GPU: the run stops right after its checks
+    with pytest.raises(RuntimeError, match="heldout needs a GPU"):
+        heldout.run([(64, 64, 64)], tmp_path / "out.csv", rounds=rounds)
+    err = capsys.readouterr().err
+    assert ("cuBLAS first in 2 of them and ctgraph in 1" in err) == warned
