@@ -202,6 +202,22 @@ def test_aliased_out_raises_before_launch():
         kern(A, view[: 256 * 256].view(256, 256), out=view[128 * 256 : 128 * 256 + 256 * 256].view(256, 256))
 
 
+@pytest.mark.parametrize("transform", ["dataparallel", "splitk_reduce"])
+def test_operands_that_move_and_come_back(transform):
+    """A prepared launch rewrites its pointers and TMA descriptors only where the operands moved since the last call
+    (launch.Prepared): calls that alternate two sets of tensors, repeat one, and come back each get their own D;
+    the scalars change between calls whose operands stay put."""
+    kern = kernel(transform, 300, 200, 1000)
+    sets = [tensors(300, 200, 1000, seed=s) for s in (1, 2)]
+    outs = [torch.empty(300, 200, dtype=torch.float16, device="cuda") for _ in sets]
+    for i in (0, 1, 1, 0, 1):
+        A, B, C = sets[i]
+        for alpha, beta in ((1.0, 0.0), (-0.5, 2.0)):
+            kern(A, B, C if beta else None, alpha=alpha, beta=beta, out=outs[i])
+            torch.cuda.synchronize()
+            assert close(outs[i], reference(A, B, C, alpha, beta)), (i, alpha, beta)
+
+
 def _free_bytes():
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     torch.cuda.synchronize()
