@@ -14,6 +14,7 @@ A bootstrap over the shapes (seeded) gives the 10th to 90th percentiles of each.
 
     python docs/results/host_fit.py              # H100 and H200
     python docs/results/host_fit.py --boot 100   # more bootstrap draws (default 40)
+    python docs/results/host_fit.py OUT/*.csv    # these CSVs alone (a run on today's host path), as one device
 """
 
 import argparse
@@ -29,13 +30,16 @@ SHORT_US = 40.0
 GRID = np.arange(0.0, 20.01, 0.5)  # us
 
 
-def rows(device: str) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
-    """``(call_ratio, ours_us, cublas_us, launches)`` per row of the device's probe CSVs, and each row's shape."""
+def probes(device: str) -> list[Path]:
+    """The device's probe CSVs here, the quoted sets' runs left out."""
+    return [f for f in sorted(RESULTS.glob(f"*{device}*.csv")) if not f.name.startswith(("heldout-", "anchors-"))]
+
+
+def rows(files: list[Path]) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """``(call_ratio, ours_us, cublas_us, launches)`` per row of ``files``, and each row's shape."""
     held = set(S.sets()["test"]) | set(S.llm_shapes()) | S.benchmark_shapes()
     out, shapes = [], []
-    for f in sorted(RESULTS.glob(f"*{device}*.csv")):
-        if f.name.startswith(("heldout-", "anchors-")):
-            continue
+    for f in files:
         with open(f) as fh:
             for r in csv.DictReader(fh):
                 try:
@@ -66,10 +70,12 @@ def fit(data: np.ndarray, weights: np.ndarray) -> tuple[float, float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csvs", nargs="*", type=Path, help="heldout CSVs to fit alone (default: every probe here)")
     ap.add_argument("--boot", type=int, default=40, help="bootstrap draws over the shapes (default 40)")
     args = ap.parse_args()
-    for device in ("h100", "h200"):
-        data, shapes = rows(device)
+    sources = {"given": args.csvs} if args.csvs else {device: probes(device) for device in ("h100", "h200")}
+    for device, files in sources.items():
+        data, shapes = rows(files)
         if not len(data):
             print(f"{device}: no rows")
             continue
