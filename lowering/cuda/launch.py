@@ -2,10 +2,11 @@
 
 A :class:`Prepared` is built once per (device, variant) of a program: the kernel parameters as ctypes values at fixed
 addresses with the array of their addresses the driver reads (``kernelParams``), each kernel's ``CUlaunchConfig``
-(grid, block, shared memory, the PDL attribute) and the TMA descriptors. A call writes the pointers, ``alpha`` and
-``beta`` into those values, points a descriptor at a new matrix with ``cuTensorMapReplaceAddress`` only where its
-pointer changed, sets the stream and makes one ``cuLaunchKernelEx`` per kernel (the driver copies the parameters at
-launch, so the next call may write them again). A lock makes that sequence one step for threads sharing the program.
+(grid, block, shared memory, the PDL attribute) and the TMA descriptors. A call writes ``alpha``, ``beta`` and the
+workspace into those values, and the pointers only where they differ from the last call's, pointing a descriptor at
+a new matrix with ``cuTensorMapReplaceAddress`` only where its own pointer changed, sets the stream and makes one
+``cuLaunchKernelEx`` per kernel (the driver copies the parameters at launch, so the next call may write them
+again). A lock makes that sequence one step for threads sharing the program.
 """
 
 from __future__ import annotations
