@@ -89,12 +89,11 @@ def objective_or_env(objective: str | None) -> str:
 
 
 def _ranked(
-    pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target, objective: str | None = None
+    pool: list[Config], m: int, n: int, k: int, dtype: str, target: Target, objective: str
 ) -> list[tuple[Config, float]]:
-    """``pool`` with the predicted kernel seconds of each, first by ``objective``; ties keep the pool's order. By
-    kernel time they are ordered before the shape's level scales them (the level moves no choice); by call time
-    after, since the host's time is in seconds."""
-    objective = objective_or_env(objective)
+    """``pool`` with the predicted kernel seconds of each, first by ``objective`` (checked by the caller); ties keep
+    the pool's order. By kernel time they are ordered before the shape's level scales them (the level moves no
+    choice); by call time after, since the host's time is in seconds."""
     keys, level = rank_keys(pool, m, n, k, dtype, target, _correction(target.family))
     if objective == "kernel":
         return [(c, t * level) for t, _, c in sorted(zip(keys, range(len(pool)), pool, strict=True))]

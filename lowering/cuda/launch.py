@@ -59,7 +59,6 @@ class Prepared:
             (s.operand, tensor_map(pointers[s.operand], s.rows, s.cols, s.box_rows, s.box_cols, s.swizzle))
             for s in maps
         ]
-        self._mapped = [pointers[s.operand] for s in maps]
         self._written = tuple(pointers)  # what _pointers and the descriptors hold
         self._sizes = list(sizes)
         addresses = [ctypes.addressof(self._pointers) + 8 * i for i in range(4)]
@@ -77,10 +76,9 @@ class Prepared:
             # NOTE: ctypes takes any sequence here; typeshed says list
             if pointers != self._written:  # NOTE: one tuple compare where a caller's operands stay put
                 self._pointers[:] = pointers  # type: ignore[call-overload]
-                for i, (operand, tm) in enumerate(self._maps):
-                    if self._mapped[i] != pointers[operand]:
+                for operand, tm in self._maps:
+                    if self._written[operand] != pointers[operand]:
                         replace_address(tm, pointers[operand])
-                        self._mapped[i] = pointers[operand]
                 self._written = pointers
             self._scalars[:] = (alpha, beta)  # type: ignore[call-overload]  # NOTE: always: 0.0 == -0.0
             self._buffers[:] = (workspace, flags)  # type: ignore[call-overload]
