@@ -4,7 +4,8 @@ A :class:`Prepared` is built once per (device, variant) of a program: the kernel
 addresses with the array of their addresses the driver reads (``kernelParams``), each kernel's ``CUlaunchConfig``
 (grid, block, shared memory, the PDL attribute) and the TMA descriptors. A call writes ``alpha``, ``beta`` and the
 workspace into those values, and the pointers only where they differ from the last call's, pointing a descriptor at
-a new matrix with ``cuTensorMapReplaceAddress`` only where its own pointer changed, sets the stream and makes one
+a new matrix with ``cuTensorMapReplaceAddress`` only where its own pointer changed (every one after a call whose
+writes raised), sets the stream and makes one
 ``cuLaunchKernelEx`` per kernel (the driver copies the parameters at launch, so the next call may write them
 again). A lock makes that sequence one step for threads sharing the program.
 """
@@ -59,7 +60,8 @@ class Prepared:
             (s.operand, tensor_map(pointers[s.operand], s.rows, s.cols, s.box_rows, s.box_cols, s.swizzle))
             for s in maps
         ]
-        self._written = tuple(pointers)  # what _pointers and the descriptors hold
+        # what _pointers and the descriptors hold (None: not known, after a call whose writes failed)
+        self._written: tuple[int, ...] | None = tuple(pointers)
         self._sizes = list(sizes)
         addresses = [ctypes.addressof(self._pointers) + 8 * i for i in range(4)]
         addresses += [ctypes.addressof(self._scalars) + 4 * i for i in range(2)]
@@ -75,9 +77,12 @@ class Prepared:
         with self._lock:
             # NOTE: ctypes takes any sequence here; typeshed says list
             if pointers != self._written:  # NOTE: one tuple compare where a caller's operands stay put
+                # NOTE: None until every write is done: a write that raises (or an interrupt) leaves the next call
+                # writing every pointer and descriptor, never skipping them on a record they do not hold
+                last, self._written = self._written, None
                 self._pointers[:] = pointers  # type: ignore[call-overload]
                 for operand, tm in self._maps:
-                    if self._written[operand] != pointers[operand]:
+                    if last is None or last[operand] != pointers[operand]:
                         replace_address(tm, pointers[operand])
                 self._written = pointers
             self._scalars[:] = (alpha, beta)  # type: ignore[call-overload]  # NOTE: always: 0.0 == -0.0

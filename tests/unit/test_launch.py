@@ -157,3 +157,27 @@ def test_a_descriptor_says_what_the_driver_needs(monkeypatch, cols):
     assert ctypes.addressof(tm) % 64 == 0
     swizzle = CU_TENSOR_MAP_SWIZZLE[128]
     assert encoded == [(2, 0x10000, [cols, 300], [2 * cols], [64, 64], swizzle, CU_TENSOR_MAP_L2_PROMOTION_128B, 0)]
+
+
+def test_a_call_whose_writes_fail_leaves_the_next_writing_everything(driver, monkeypatch):
+    """A descriptor write that raises (or an interrupt) midway leaves the parameters half moved: the next call, even
+    on the operands before, writes every pointer and descriptor again instead of skipping them as unchanged."""
+    maps = [MapSpec(OPERAND_A, 64, 32, 64, 32, 64), MapSpec(OPERAND_B, 32, 48, 32, 64, 128)]
+    before, moved = (0x1000, 0x2000, 0, 0x3000), (0x5000, 0x6000, 0, 0x7000)
+    p = Prepared([(FakeFunction(1), 1)], [], maps, before)
+    replace = launch.replace_address
+
+    def failing_on_b(tm, ptr):
+        if ptr == moved[OPERAND_B]:
+            raise driver_module.CudaError("cuTensorMapReplaceAddress failed")
+        replace(tm, ptr)
+
+    monkeypatch.setattr(launch, "replace_address", failing_on_b)
+    with pytest.raises(driver_module.CudaError):
+        p(moved, 1.0, 0.0, 0, 0, stream=0)
+    assert driver["launch"] == []
+    p(before, 1.0, 0.0, 0, 0, stream=0)
+    values = params(p, [ctypes.c_uint64] * 8 + [TensorMap] * 2)
+    assert [v.value for v in values[:4]] == list(before)
+    assert [v.opaque[0] for v in values[8:]] == [0x1000, 0x2000]
+    assert len(driver["launch"]) == 1
