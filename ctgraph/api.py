@@ -253,6 +253,7 @@ def compile(
     if target == "cuda" and build:
         require_cuda("compile(target='cuda') with build=True")
     selection = None
+    twin_on_given_grid = False
     auto_tile = "auto_selection" in graph.attrs  # built with macro_tile="auto"
     idle = autotune and not (target == "cuda" and not build and transform == "auto")  # that one: an error, below
     if idle and (why := _autotune_idle(target, transform, auto_tile, options)):
@@ -288,6 +289,7 @@ def compile(
             workgroups = config.workgroups
         elif transform in TAKES_SPLIT:  # a grid of the caller's: as many K chunks as it holds
             split = None
+            twin_on_given_grid = transform == "splitk"  # by call time; the split-K it mirrors where not resident
             tiles = graph.attrs["gemm"].tiles[0] * graph.attrs["gemm"].tiles[1]
             if isinstance(workgroups, numbers.Integral) and not isinstance(workgroups, bool) and workgroups < tiles:
                 raise ValueError(
@@ -322,6 +324,8 @@ def compile(
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split, transform)
+        if twin_on_given_grid and workgroups > device.resident(config.layout.cluster):
+            transform = "splitk_reduce"  # NOTE: the twin's fixup waits on every chunk: its grid must be resident
     check_grid(graph.attrs["gemm"], int(workgroups))
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, order)
     kern.selection = selection

@@ -4,10 +4,11 @@
 tensors of one dtype (``float16`` or ``float32``; fp32 accumulation) on one device. CUDA tensors run the CUDA
 backend on torch's current stream; CPU tensors the CPU backend. The kernel comes from the default selection
 (``macro_tile="auto"``, ``transform="auto"``; ``CTGRAPH_AUTOTUNE=1`` times the ranker's top candidates once per
-shape) and is compiled once per (m, n, k, dtype, target): later calls of that shape go straight to the launch. A
-compiled binary serves every shape of its configuration, so a new shape costs selection and lowering, rarely nvcc.
-At most :data:`KERNELS` shapes are kept. An empty product (``m``, ``n`` or ``k`` zero) is answered as torch answers
-it, with no kernel: an empty D, or ``beta * c`` (zeros without ``c``) for ``k = 0``.
+shape) and is compiled once per (m, n, k, dtype, target): later calls of that shape go straight to the launch, so
+``CTGRAPH_OBJECTIVE`` and ``CTGRAPH_AUTOTUNE`` are read when a shape is first called (``ctgraph.compile`` reads
+them at each compile). A compiled binary serves every shape of its configuration, so a new shape costs selection
+and lowering, rarely nvcc. At most :data:`KERNELS` shapes are kept. An empty product (``m``, ``n`` or ``k`` zero)
+is answered as torch answers it, with no kernel: an empty D, or ``beta * c`` (zeros without ``c``) for ``k = 0``.
 
 The same function is registered with ``torch.library`` as ``ctgraph::matmul`` (and ``ctgraph::matmul_out``, which
 writes ``out``), each with a fake implementation, so ``torch.compile(fullgraph=True)`` and CUDA graphs take a

@@ -24,7 +24,7 @@ from ..config import Config, Layout, parse_tile, tile_name
 from ..counts import k_iterations, tile_counts
 from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
-from .candidates import Supports, candidates, offered, schedules
+from .candidates import TWIN, Supports, candidates, offered, schedules
 from .model import Correction, load_correction, rank_keys, user_correction_path
 from .objective import by, check_objective, order_key
 
@@ -135,7 +135,7 @@ def select(
         if entry is None:
             continue
         chosen = measured_choice(entry, objective)
-        if supports(chosen.tile, dtype, chosen.layout, path):
+        if chosen is not None and supports(chosen.tile, dtype, chosen.layout, path):
             where = "this device" if device is target else "the same chip"
             mine = cache.load_user(device.name).get(m, n, k, dtype) is not None  # else a shipped entry
             why = f"measured on {where} ({device.name}, {'autotune cache' if mine else 'shipped'}{by(objective)})"
@@ -145,13 +145,18 @@ def select(
     return Selection(ranked[0][0], why, tuple(ranked[:top]))
 
 
-def measured_choice(entry: cache.Entry, objective: str | None = None) -> Config:
-    """The config a measured entry gives ``objective`` (None: ``CTGRAPH_OBJECTIVE``): the one it keeps, the fastest
-    kernel timed; by call time, the first of its timed configs by :func:`~.objective.order_key` on their measured
-    seconds (ties: the kept one, then by name), so one entry serves both objectives."""
-    if objective_or_env(objective) == "kernel":
-        return entry.config
+def measured_choice(entry: cache.Entry, objective: str | None = None) -> Config | None:
+    """The config a measured entry gives ``objective`` (None: ``CTGRAPH_OBJECTIVE``), so that one entry serves both
+    objectives. By kernel time the one it keeps, the fastest kernel timed, except a config the kernel objective never
+    offers: an in-kernel split-K twin (:data:`~.candidates.TWIN`), which only an autotune by call time times; then
+    the fastest of its other timed configs, or None (no measured answer: the ranker's). By call time, the first of
+    its timed configs by :func:`~.objective.order_key` on their measured seconds (ties: the kept one, then by name)."""
     timed = [(c, t) for c, t in entry.timed() if math.isfinite(t)]
+    if objective_or_env(objective) == "kernel":
+        if entry.config.transform != TWIN:
+            return entry.config
+        offered = [(t, c.name, c) for c, t in timed if c.transform != TWIN]
+        return min(offered)[2] if offered else None
     if not timed:
         return entry.config
     return min(timed, key=lambda ct: (order_key(ct[0], ct[1], "call"), ct[0] != entry.config, ct[0].name))[0]

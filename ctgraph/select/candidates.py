@@ -60,12 +60,14 @@ from ..counts import (
     tile_counts,
 )
 from ..target import Target
+from .objective import check_objective
 
 __all__ = [
     "NAMED_ONLY",
     "PAD_LIMIT",
     "PAD_SLACK",
     "RASTER",
+    "TWIN",
     "candidates",
     "empty_cta",
     "few_empty",
@@ -103,6 +105,7 @@ MANY_WAVES = (3, 4, 5, 6, 7, 8)  # ... and these too for CTAs of up to MANY_WAVE
 MANY_WAVES_ROWS = 192
 SHORT_K = 10  # the K iterations up to which no CTA is tall and wide: see tall_wide
 SPLITK_MAX_TILES_FRACTION = 2  # split-K where T <= R / this
+TWIN = "splitk"  # by call time, a split-K's twin with the fixup in the kernel; the kernel objective never offers it
 # Schedules (transform, sk_batches) ranked for a named transform only, never for transform="auto": where the ranker
 # put them first they ran slower than its next config, on fresh shapes (train seed, never tuned or probed before),
 # cuBLAS in the same run, 3 interleaved rounds.
@@ -425,6 +428,7 @@ def schedules(
 ) -> list[Config]:
     """Every schedule of one tile and layout (module docstring), each on its grid and tile orders; by call time
     (``objective``) split-K's fixup in the kernel too, after the split-K it mirrors."""
+    check_objective(objective)
     tm, tn = tile_counts(m, n, tile)
     tiles, kt = tm * tn, k_iterations(k, tile)
     resident = target.resident(layout.cluster)
@@ -451,7 +455,7 @@ def schedules(
             if split > 1:
                 add("splitk_reduce", splitk_workgroups(tiles, kt, split), split=split)
                 if objective == "call":  # one launch: the chunk that owns a tile adds the others' partials
-                    add("splitk", splitk_workgroups(tiles, kt, split), split=split)
+                    add(TWIN, splitk_workgroups(tiles, kt, split), split=split)
     return out
 
 
@@ -467,8 +471,9 @@ def candidates(
     objective: str = "kernel",
 ) -> list[Config]:
     """Every config worth ranking for an ``m x n x k`` GEMM on ``target``'s ``path``, in a fixed order: those
-    :func:`offered` to the transform ``named`` (None: ``transform="auto"``), for ``objective`` (:func:`schedules`)."""
-    return _candidates(m, n, k, dtype, target, path, supports, named, objective)
+    :func:`offered` to the transform ``named`` (None: ``transform="auto"``), for ``objective`` (:func:`schedules`;
+    one of :data:`~.objective.OBJECTIVES`, else a ``ValueError``)."""
+    return _candidates(m, n, k, dtype, target, path, supports, named, check_objective(objective))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -136,10 +136,11 @@ def choose(
             if build is not None and chosen.source != "measured":
                 ranked = [c for c, _ in chosen.ranked]  # the ranker's first candidates, as select ranked them
                 entry = run_autotune(p.m, p.n, p.k, p.dtype, target, ranked, build)
-                # NOTE: the entry keeps the fastest kernel, which a process by kernel time reads; by call time the
-                # same entry gives measured_choice's config
+                # NOTE: the entry keeps the fastest kernel, which a process by kernel time reads (unless an in-kernel
+                # twin, timed by call time only); by call time the same entry gives measured_choice's config
                 why = f"autotuned on first call ({len(entry.seconds)} candidates timed{by(objective)})"
-                chosen = Selection(measured_choice(entry, objective), why, chosen.ranked, "autotune")
+                mine = measured_choice(entry, objective) or entry.config  # NOTE: None never: these are its own
+                chosen = Selection(mine, why, chosen.ranked, "autotune")
             return chosen
         if chosen.config.tile == p.macro_tile:  # the selection's config runs this tile (its layout included)
             return chosen

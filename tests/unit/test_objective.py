@@ -13,7 +13,7 @@ from ctgraph import knobs
 from ctgraph.backends import backend
 from ctgraph.cli import main
 from ctgraph.heldout import chosen_by
-from ctgraph.select import H100_SXM, H200, Config, Layout, measured_choice, rank, select
+from ctgraph.select import H100_SXM, H200, Config, Layout, candidates, measured_choice, rank, select
 from ctgraph.select import cache as entries
 from ctgraph.select.model import IN_KERNEL_SPLITK
 from ctgraph.select.objective import HOST_CALL, HOST_LAUNCH, call_seconds, launches, order_key
@@ -186,3 +186,44 @@ def test_compile_takes_the_objective_as_an_argument(monkeypatch):
         ctgraph.compile(g, transform="auto", target="cpu", objective="fast")
     cpu = ctgraph.compile(g, transform="auto", target="cpu", build=False, objective="call")
     assert cpu.selection is not None and not cpu.selection.reason.endswith(", by call time)")  # no launch to price
+
+
+def test_a_twin_kept_by_a_call_autotune_is_not_what_the_kernel_objective_runs(tmp_path, monkeypatch):
+    """An autotune by call time may keep an in-kernel split-K twin, which the kernel objective never offers: by
+    kernel time the entry gives the fastest of its other timed configs, and with none the ranker answers."""
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    twin = Config((32, 64, 64), Layout(1, "b", True), "splitk", 120, split=10)
+    split = replace(twin, transform="splitk_reduce")
+    one = Config((32, 64, 64), Layout(1, "b", True), "streamk", 48)
+    entry = entries.Entry(twin, ((twin.name, 5e-6), (one.name, 7e-6), (split.name, 6e-6)))
+    assert measured_choice(entry, "kernel") == split and measured_choice(entry, "call") == twin
+    only = entries.Entry(twin, ((twin.name, 5e-6),))
+    assert measured_choice(only, "kernel") is None and measured_choice(only, "call") == twin
+    entries.store(H100_SXM.name, {entries.key(22, 768, 3072, "float16"): only})
+    kernel, call = _select(22, 768, 3072, "kernel"), _select(22, 768, 3072, "call")
+    assert kernel.config.transform != "splitk" and kernel.source == "ranker"
+    assert call.config == twin and call.source == "measured"
+
+
+@pytest.mark.parametrize("workgroups", [None, 64, 128, 1024])
+def test_a_grid_of_the_callers_runs_the_twin_only_where_it_is_resident(monkeypatch, workgroups):
+    """``transform="auto"`` with the caller's grid takes as many K chunks as it holds; the in-kernel twin's chunks
+    wait on each other, so beyond the resident grid the call objective runs the split-K it mirrors."""
+    monkeypatch.delenv("CTGRAPH_OBJECTIVE", raising=False)
+    kern = ctgraph.compile(
+        ctgraph.gemm(64, 256, 16384, macro_tile="auto"),
+        transform="auto",
+        workgroups=workgroups,
+        target="cuda",
+        build=False,
+        objective="call",
+    )
+    cluster = kern.selection.config.layout.cluster
+    assert kern.transform == ("splitk" if kern.workgroups <= H100_SXM.resident(cluster) else "splitk_reduce")
+    assert (kern.transform == "splitk") == (workgroups != 1024)
+
+
+@pytest.mark.parametrize("objective", ["Call", None, "wall"])
+def test_candidates_refuse_an_objective_they_do_not_know(objective):
+    with pytest.raises(ValueError, match="objective must be one of 'kernel', 'call'"):
+        candidates(64, 64, 64, "float16", H100_SXM, "wgmma", CUDA.supports, objective=objective)
