@@ -12,6 +12,9 @@
   stream of one capture share it. A capture's workspace lives as long as the program (the graph may replay it);
   dropping the program returns it to the graph's pool, which no other tensor takes while the graph lives, unless
   graphs share a pool.
+- **One per stream, not per handle.** The handle ``CU_STREAM_PER_THREAD`` (2) names each calling thread's own
+  default stream, so under it each thread gets its own workspace: two threads' kernels on their own streams would
+  otherwise write each other's partials and flags at once.
 - **Bounded.** At most :data:`STREAMS` workspaces outside captures per program; past that the oldest is retired,
   not freed at once (another thread may have read its pointers a moment ago), and freed :data:`STREAMS` retirements
   later or with the program. torch's streams come from a small pool per device, so a program rarely sees that many.
@@ -28,6 +31,7 @@ from .contexts import bound
 __all__ = ["STREAMS", "Workspaces"]
 
 STREAMS = 64  # workspaces a program keeps in use, each for one (device, stream)
+PER_THREAD = 2  # CU_STREAM_PER_THREAD: the handle of the calling thread's own default stream
 ALIGN = 256
 
 
@@ -50,13 +54,14 @@ class Workspaces:
     def get(self, device: int, stream: int, torch_alloc: bool, capture: int | None) -> tuple[int, int]:
         """``(workspace, flags)`` pointers for a launch on ``stream`` of ``device`` (the current context's);
         ``capture``: the id of the graph capture ``stream`` takes part in (None: not capturing)."""
+        slot = stream if stream != PER_THREAD else -threading.get_ident()  # NOTE: one stream per thread, one handle
         if capture is None:
-            ptrs = self._pointers.get((device, stream))  # NOTE: every call's case, without the lock
+            ptrs = self._pointers.get((device, slot))  # NOTE: every call's case, without the lock
             if ptrs is not None:
                 return ptrs
         with self._lock:
             if capture is None:
-                key = (device, stream)
+                key = (device, slot)
                 if key not in self._blocks:
                     if len(self._blocks) >= STREAMS:
                         oldest = next(iter(self._blocks))
@@ -72,13 +77,13 @@ class Workspaces:
                         "capturing a CUDA graph of a kernel with a workspace (Stream-K, split-K) needs torch "
                         "tensors: the workspace comes from torch's allocator, which gives a capture its own pool"
                     )
-                ckey = (device, capture, stream)
+                ckey = (device, capture, slot)
                 if ckey not in self._captures:
                     self._captures[ckey] = self._new(device, stream, torch_alloc)
                 block = self._captures[ckey]
             ptrs = (block[0], block[0] + self.partial_bytes)
             if capture is None:
-                self._pointers[(device, stream)] = ptrs
+                self._pointers[(device, slot)] = ptrs
             return ptrs
 
     def _new(self, device: int, stream: int, torch_alloc: bool) -> tuple[int, int, Any]:
@@ -86,7 +91,11 @@ class Workspaces:
             ptr, owner = torch_alloc_on(self.nbytes, device, stream), torch_free
         else:
             ptr, owner = memory.alloc(self.nbytes), None
-        memory.zero_words(ptr + self.partial_bytes, self.flag_words, stream)
+        try:
+            memory.zero_words(ptr + self.partial_bytes, self.flag_words, stream)
+        except BaseException:  # NOTE: e.g. a handle of another device's stream: the block is not kept, so give it back
+            _release((ptr, device, owner))
+            raise
         return ptr, device, owner
 
     def release(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lowering.cuda import memory, workspace
+from lowering.cuda.driver import CudaError
 from lowering.cuda.workspace import STREAMS, Workspaces
 
 
@@ -81,4 +82,38 @@ def test_past_the_bound_blocks_are_retired_then_freed(ledger):
         ws.get(0, s, False, None)
     assert len(ledger["live"]) == 2 * STREAMS  # in use + retired, bounded
     ws.release()
+    assert ledger["live"] == {}
+
+
+def test_the_per_thread_stream_handle_gives_each_thread_its_own_block(ledger):
+    """Handle 2 (CU_STREAM_PER_THREAD) is a different stream on each thread: one block between two threads would
+    have their kernels, running at once, write each other's partials and flags."""
+    import threading
+
+    ws = Workspaces(512, 2)
+    got: dict[str, tuple[int, int]] = {}
+
+    def call(name: str) -> None:
+        got[name] = ws.get(0, workspace.PER_THREAD, False, None)
+
+    worker = threading.Thread(target=call, args=("one",))
+    worker.start()
+    worker.join()
+    call("here")
+    assert len({got["here"], got["one"]}) == 2 and ws.get(0, workspace.PER_THREAD, False, None) == got["here"]
+    assert ws.get(0, 0, False, None) not in got.values()  # the legacy stream, shared by every thread, is another
+    assert all(z[2] in (workspace.PER_THREAD, 0) for z in ledger["zeroed"])  # zeroed on the handle it runs on
+    ws.release()
+    assert ledger["live"] == {}
+
+
+def test_a_block_whose_zeroing_fails_is_given_back(ledger, monkeypatch):
+    def refuse(ptr, words, stream):
+        raise CudaError("cuMemsetD32Async: invalid resource handle")
+
+    monkeypatch.setattr(memory, "zero_words", refuse)
+    ws = Workspaces(512, 2)
+    for _ in range(3):
+        with pytest.raises(CudaError):
+            ws.get(0, 11, False, None)
     assert ledger["live"] == {}
