@@ -63,12 +63,23 @@ class LRU(Generic[V]):
         return key in self._items
 
 
+def _file_mode() -> int:
+    """The mode ``open`` gives a new file: 0666 less the process's umask (which only setting it reads)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_MODE = _file_mode()  # NOTE: once, at import
+
+
 def write_whole(path: Path, data: str | bytes) -> Path:
     """Write ``data`` (text as UTF-8) to ``path``, creating its directory, whole or not at all; returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, part = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".part")
     try:
+        os.fchmod(fd, _MODE)  # NOTE: mkstemp's 0600 would leave a shared cache directory's files to one user
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         os.replace(part, path)

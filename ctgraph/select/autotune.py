@@ -15,6 +15,7 @@ import contextlib
 import math
 import os
 import statistics
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -126,5 +127,12 @@ def autotune(
         raise RuntimeError(f"autotune: none of the ranker's first {top} configs for {m}x{n}x{k} built and ran")
     best = min(times, key=lambda c: (times[c], ranked.index(c)))
     entry = Entry(best, tuple(sorted((c.name, t) for c, t in times.items() if math.isfinite(t))))
-    store(target.name, {key(m, n, k, dtype): entry})
+    try:
+        store(target.name, {key(m, n, k, dtype): entry})
+    except OSError as e:  # NOTE: a cache directory this user cannot write: the winner still runs, in this process
+        warnings.warn(
+            f"autotune: could not store {m}x{n}x{k}'s winner in the autotune cache ({e}); it is used in this process "
+            "only (set CTGRAPH_CACHE_DIR to a directory you can write)",
+            stacklevel=2,
+        )
     return entry

@@ -18,6 +18,7 @@ import fcntl
 import functools
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -110,17 +111,37 @@ def shipped_path(device: str) -> Path:
     return Path(str(resources.files("ctgraph") / "data" / _file(device)))
 
 
-@functools.cache
-def _read(path: Path, stamp: float) -> Table | None:
-    return Table.from_json(path.read_text()) if stamp else None
+def _parse(path: Path) -> Table | None:
+    """The table in ``path``; None where there is no file, or (with a warning) one this version cannot read: a cache
+    that is truncated, hand-edited or of another version is skipped, not an error on every selection."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return Table.from_json(text)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # NOTE: JSONDecodeError is a ValueError
+        warnings.warn(
+            f"ignoring the autotune cache {path}: not a table this version reads ({type(e).__name__}: {e}); delete "
+            "it, or let autotune write it again",
+            stacklevel=3,
+        )
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def _read(path: Path, stamp: tuple[int, int, int]) -> Table | None:
+    return _parse(path)
 
 
 def _table(path: Path) -> Table | None:
+    """The table in ``path``, parsed once per version of the file (its time, size and inode: a file replaced
+    within one tick of a coarse clock is still read again)."""
     try:
-        stamp = path.stat().st_mtime_ns
+        st = path.stat()
     except FileNotFoundError:
         return None
-    return _read(path, stamp)
+    return _read(path, (st.st_mtime_ns, st.st_size, st.st_ino))
 
 
 def load_user(device: str) -> Table:
@@ -153,6 +174,6 @@ def store(device: str, entries: dict[str, Entry], path: Path | None = None) -> P
     """Add ``entries`` to the device's user cache (or ``path``), under a lock, written whole."""
     path = path or user_path(device)
     with _locked(path):
-        old = _table(path) or Table(device)
+        old = _parse(path) or Table(device)  # NOTE: the file itself, under the lock: never a memo of an older one
         write_whole(path, old.merged(Table(device, entries)).to_json())
     return path

@@ -517,7 +517,14 @@ def load_correction(family: str, path: str | None = None) -> Correction:
             return Correction.from_json(f.read())
     user = user_correction_path(family)
     if user.is_file():
-        return Correction.from_json(user.read_text())
+        try:
+            return Correction.from_json(user.read_text())
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # NOTE: JSONDecodeError is a ValueError
+            warnings.warn(
+                f"ignoring the calibrated correction {user}: not one this version reads ({type(e).__name__}: {e}); "
+                "using the shipped one (delete the file, or run `python -m ctgraph calibrate` again)",
+                stacklevel=2,
+            )
     shipped = resources.files("ctgraph") / "data" / f"ranker-{family}.json"
     return Correction.from_json(shipped.read_text()) if shipped.is_file() else Correction(family)
 

@@ -102,3 +102,17 @@ def test_the_cpu_jit_cache_is_bounded(monkeypatch):
     assert all(np.array_equal(k(A, B), A @ B) for k in kernels)  # each JIT-compiles on its first call
     assert len(jit._CACHE) == 2
     assert np.array_equal(kernels[0](A, B), A @ B)  # evicted from the cache, still held by its program
+
+
+def test_write_whole_gives_the_mode_a_new_file_gets(tmp_path):
+    """Not mkstemp's 0600, which would leave a shared cache directory's files to one user: what ``open`` gives."""
+    import ctgraph.cache
+
+    mask = os.umask(0o027)
+    try:
+        assert ctgraph.cache._file_mode() == 0o640
+    finally:
+        os.umask(mask)
+    path = write_whole(tmp_path / "f.json", "{}")
+    (tmp_path / "g").write_text("{}")
+    assert os.stat(path).st_mode & 0o777 == os.stat(tmp_path / "g").st_mode & 0o777

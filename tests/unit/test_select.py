@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import warnings
 from typing import ClassVar
 
@@ -634,6 +635,67 @@ def test_autotune_cache_stores_merges_and_reloads(tmp_path, monkeypatch):
     assert table.get(1, 2, 3, "float16").config == c1 and table.get(4, 5, 6, "float16").cublas == 3e-5
     assert json.loads(entries.user_path("Test GPU").read_text())["device"] == "Test GPU"
     assert entries.load("Other GPU").entries == {}
+
+
+@pytest.mark.parametrize(
+    "text", ['{"device": "Test GPU", "entr', "", "[]", '{"device": "x", "entries": {"1,2,3,float16": {}}}']
+)
+def test_a_cache_this_version_cannot_read_is_skipped_with_a_warning_and_rewritten(tmp_path, monkeypatch, text):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    path = entries.user_path(H100_SXM.name)
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.warns(UserWarning, match="ignoring the autotune cache .*delete it"):
+        kern = ctgraph.compile(ctgraph.gemm(777, 776, 1032, macro_tile="auto"), "auto", target="cuda", build=False)
+    assert kern.selection is not None and kern.selection.source == "ranker"
+    c = Config((64, 64, 64), Layout(), "streamk", 100)
+    with pytest.warns(UserWarning, match="ignoring the autotune cache"):
+        entries.store(H100_SXM.name, {entries.key(1, 2, 3, "float16"): entries.Entry(c, ((c.name, 1e-5),))})
+    assert entries.load_user(H100_SXM.name).get(1, 2, 3, "float16").config == c  # the store wrote a table again
+
+
+def test_a_calibrated_correction_this_version_cannot_read_gives_way_to_the_shipped_one(tmp_path, monkeypatch):
+    from importlib import resources
+
+    from ctgraph.select.model import load_correction, user_correction_path
+
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    path = user_correction_path("sm90")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"family": "sm90", "weigh')
+    with pytest.warns(UserWarning, match="ignoring the calibrated correction .*shipped one"):
+        assert load_correction("sm90") == load_correction(
+            "sm90", str(resources.files("ctgraph") / "data" / "ranker-sm90.json")
+        )
+
+
+def test_a_store_merges_the_file_not_a_memo_of_it(tmp_path, monkeypatch):
+    """Another process may replace the file within one tick of a coarse clock (same time stamp): the store reads the
+    file itself under the lock, so the other's entries stay."""
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
+    c = Config((64, 64, 64), Layout(), "streamk", 100)
+    entry = entries.Entry(c, ((c.name, 1e-5),))
+    path = entries.store("Test GPU", {entries.key(1, 1, 1, "float16"): entry})
+    assert entries.load_user("Test GPU").get(1, 1, 1, "float16") is not None  # read, and memoized
+    stamp = path.stat().st_mtime_ns
+    other = entries.Table("Test GPU", {entries.key(k, k, k, "float16"): entry for k in (1, 2)})
+    path.write_text(other.to_json())  # the other process's write, within the same tick
+    os.utime(path, ns=(stamp, stamp))
+    entries.store("Test GPU", {entries.key(3, 3, 3, "float16"): entry})
+    assert sorted(entries.load_user("Test GPU").entries) == ["1,1,1,float16", "2,2,2,float16", "3,3,3,float16"]
+
+
+def test_autotune_that_cannot_write_its_cache_warns_and_keeps_the_winner(tmp_path, monkeypatch):
+    from ctgraph.select import autotune as tuner
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(blocked / "cache"))  # under a file: no directory can be made
+    a, b = Config((64, 64, 64), Layout(), "streamk", 100), Config((64, 64, 64), Layout(), "dataparallel", 64)
+    monkeypatch.setattr(tuner, "time_configs", lambda m, n, k, dtype, configs, build, rounds: {a: 2e-6, b: 1e-6})
+    with pytest.warns(UserWarning, match="could not store 64x64x64's winner .*CTGRAPH_CACHE_DIR"):
+        entry = tuner.autotune(64, 64, 64, "float16", H100_SXM, [a, b], build=lambda c: None)
+    assert entry.config == b
 
 
 def test_select_reads_a_users_autotune_entry(tmp_path, monkeypatch):
