@@ -8,7 +8,8 @@ one. A device's files are its own (a measured time is of that device); selection
 device of the same chip (:func:`ctgraph.target.same_chip`) only where the device has no entry for a shape.
 
 Writers take a lock file and write whole files (:func:`ctgraph.cache.write_whole`), so processes that autotune at
-once merge their entries and a reader never sees half a file.
+once merge their entries and a reader never sees half a file. A file this version cannot read (truncated,
+hand-edited, of another version) is skipped with a warning, and the next store writes a whole table over it.
 """
 
 from __future__ import annotations
