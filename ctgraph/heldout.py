@@ -491,11 +491,12 @@ def _chosen(shape: Shape) -> Any:
 
 
 def cached(shapes: list[Shape], device: str, dtype: str = "float16") -> int:
-    """How many of ``shapes`` have a current entry in the user's autotune cache for ``device`` (which the default
-    path then runs in place of the ranker's choice; :func:`ctgraph.select.user_entry`)."""
-    from ctgraph.select import user_entry
+    """How many of ``shapes`` have an entry in the user's autotune cache for ``device`` (which the default path
+    then runs in place of the ranker's choice)."""
+    from ctgraph.select import cache
 
-    return sum(user_entry(device, *s, dtype) is not None for s in shapes)
+    table = cache.load_user(device)
+    return sum(table.get(*s, dtype) is not None for s in shapes)
 
 
 def _warn_cached(shapes: list[Shape], device: str) -> None:

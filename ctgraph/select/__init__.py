@@ -47,7 +47,6 @@ __all__ = [
     "select",
     "select_schedule",
     "tile_name",
-    "user_entry",
 ]
 
 
@@ -128,35 +127,22 @@ def select(
     for this shape and the path runs it, else one measured on the same chip (:func:`~ctgraph.target.same_chip`),
     else the ranker's first candidate by ``objective`` (None: ``CTGRAPH_OBJECTIVE``; :mod:`.objective`). A measured
     entry's reason names its file: the user's autotune cache (which a benchmark of the default path should not
-    read; its entries timed on this code's kernels only, :func:`user_entry`) or the shipped entries; measured
-    entries were timed by kernel time and apply under either objective (:func:`measured_choice`)."""
+    read) or the shipped entries; measured entries were timed by kernel time and apply under either objective."""
     objective = objective_or_env(objective)
     ranked = rank(m, n, k, dtype, target, path, supports, objective=objective)
     for device in (target, *same_chip(target)):
-        mine = user_entry(device.name, m, n, k, dtype)
-        entry = mine or cache.load_shipped(device.name).get(m, n, k, dtype)
+        entry = cache.load(device.name).get(m, n, k, dtype)
         if entry is None:
             continue
         chosen = measured_choice(entry, objective)
         if chosen is not None and supports(chosen.tile, dtype, chosen.layout, path):
             where = "this device" if device is target else "the same chip"
+            mine = cache.load_user(device.name).get(m, n, k, dtype) is not None  # else a shipped entry
             why = f"measured on {where} ({device.name}, {'autotune cache' if mine else 'shipped'}{by(objective)})"
             return Selection(chosen, why, tuple(ranked[:top]), "measured")
     how = "analytic model" if _correction(target.family).analytic_only else "ranker"
     why = f"{how} ({target.family}, {len(ranked)} candidates{by(objective)})"
     return Selection(ranked[0][0], why, tuple(ranked[:top]))
-
-
-def user_entry(device: str, m: int, n: int, k: int, dtype: str) -> cache.Entry | None:
-    """The user's autotune entry for this shape on ``device``, where it was timed on the kernels this code generates
-    (:func:`~.fit.current_kernels`); one timed on others (before an upgrade, or with none recorded) is stale, and
-    selection goes on as if it were not there (``autotune=True`` times the shape again)."""
-    entry = cache.load_user(device).get(m, n, k, dtype)
-    if entry is None:
-        return None
-    from .fit import current_kernels  # NOTE: here, not above: it generates sources, once, where a user entry exists
-
-    return entry if entry.kernels == current_kernels() else None
 
 
 def measured_choice(entry: cache.Entry, objective: str | None = None) -> Config | None:

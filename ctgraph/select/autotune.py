@@ -26,7 +26,6 @@ from ..config import Config
 from ..measure import in_turn
 from ..target import Target
 from .cache import Entry, key, store
-from .fit import current_kernels
 
 __all__ = ["ROUNDS", "TOP", "autotune", "compile_ahead", "interleaved", "time_configs"]
 
@@ -127,8 +126,7 @@ def autotune(
     if not any(math.isfinite(t) for t in times.values()):
         raise RuntimeError(f"autotune: none of the ranker's first {top} configs for {m}x{n}x{k} built and ran")
     best = min(times, key=lambda c: (times[c], ranked.index(c)))
-    timed = tuple(sorted((c.name, t) for c, t in times.items() if math.isfinite(t)))
-    entry = Entry(best, timed, kernels=current_kernels())  # NOTE: selection skips it once the kernels change
+    entry = Entry(best, tuple(sorted((c.name, t) for c, t in times.items() if math.isfinite(t))))
     try:
         store(target.name, {key(m, n, k, dtype): entry})
     except OSError as e:  # NOTE: a cache directory this user cannot write: the winner still runs, in this process

@@ -29,7 +29,7 @@ from .. import knobs
 from ..cache import write_whole
 from ..config import Config
 
-__all__ = ["Entry", "Table", "key", "load", "load_shipped", "load_user", "parse_key", "shipped_path", "user_path"]
+__all__ = ["Entry", "Table", "key", "load", "load_user", "parse_key", "shipped_path", "user_path"]
 
 
 def key(m: int, n: int, k: int, dtype: str) -> str:
@@ -150,14 +150,14 @@ def load_user(device: str) -> Table:
     return _table(user_path(device)) or Table(device)
 
 
-def load_shipped(device: str) -> Table:
-    """The entries shipped for the device (empty where there are none)."""
-    return _table(shipped_path(device)) or Table(device)
-
-
 def load(device: str) -> Table:
     """The device's entries: the shipped ones, overridden by the user's autotune cache."""
-    return load_shipped(device).merged(load_user(device))
+    table = Table(device)
+    for path in (shipped_path(device), user_path(device)):
+        found = _table(path)
+        if found is not None:
+            table = table.merged(found)
+    return table
 
 
 @contextlib.contextmanager

@@ -43,7 +43,6 @@ the regret stay per device and shape.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 from collections import Counter
@@ -64,7 +63,6 @@ __all__ = [
     "TREE_COUNTS",
     "TREE_PARAMS",
     "Fit",
-    "current_kernels",
     "fit",
     "is_current",
     "kernel_hash",
@@ -118,12 +116,6 @@ def kernel_hash(configs: tuple[Config, ...] = REFERENCE_CONFIGS) -> str:
     for c in configs:
         h.update(compile_config(c, *REFERENCE_SHAPE, "float16", "cuda", build=False, mainloop="wgmma").source.encode())
     return h.hexdigest()
-
-
-@functools.cache
-def current_kernels() -> str:
-    """:func:`kernel_hash` of this code's kernels, once per process (it generates seven sources: about a second)."""
-    return kernel_hash()
 
 
 def timed_on(tables: Table | Sequence[Table]) -> dict[str, int]:

@@ -26,7 +26,6 @@ from ctgraph.heldout import (
     summary,
 )
 from ctgraph.plot import plot_heldout as plot
-from ctgraph.select.fit import current_kernels
 
 
 @pytest.mark.parametrize(
@@ -99,10 +98,7 @@ def test_chosen_by_counts_what_chose_each_config(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     h100 = known_target()
     own = Config((128, 128, 64), Layout(), "dataparallel", 132)
-    entries.store(
-        h100.name,
-        {entries.key(1000, 1000, 1000, "float16"): entries.Entry(own, ((own.name, 1e-3),), kernels=current_kernels())},
-    )
+    entries.store(h100.name, {entries.key(1000, 1000, 1000, "float16"): entries.Entry(own, ((own.name, 1e-3),))})
     shapes = [(8192, 8192, 8192), (1000, 1000, 1000), (3000, 3000, 3000), (2000, 3000, 3000)]
     reasons = [select(*shape, "float16", h100, "wgmma", backend("cuda").supports).reason for shape in shapes]
     reasons += ["autotuned on first call (8 candidates timed)", f"measured on this device ({h100.name})", "error: x"]
@@ -189,10 +185,7 @@ def test_cached_counts_the_shapes_an_autotune_cache_would_answer(tmp_path, monke
 
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path / "a"))
     c = Config((128, 128, 64), Layout(), "dataparallel", 64)
-    entries.store(
-        "Test GPU",
-        {entries.key(64, 128, 256, "float16"): entries.Entry(c, ((c.name, 1e-5),), kernels=current_kernels())},
-    )
+    entries.store("Test GPU", {entries.key(64, 128, 256, "float16"): entries.Entry(c, ((c.name, 1e-5),))})
     shapes = [(64, 128, 256), (64, 128, 512)]
     assert cached(shapes, "Test GPU") == 1
     assert cached(shapes, "Other GPU") == 0

@@ -15,7 +15,6 @@ from ctgraph.cli import main
 from ctgraph.heldout import chosen_by
 from ctgraph.select import H100_SXM, H200, Config, Layout, candidates, measured_choice, rank, select
 from ctgraph.select import cache as entries
-from ctgraph.select.fit import current_kernels
 from ctgraph.select.model import IN_KERNEL_SPLITK
 from ctgraph.select.objective import HOST_CALL, HOST_LAUNCH, call_seconds, launches, order_key
 
@@ -100,7 +99,7 @@ def test_a_measured_entry_serves_either_objective(tmp_path, monkeypatch):
     monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path))
     split = Config((32, 64, 64), Layout(1, "b", True), "splitk_reduce", 120, split=10)
     one = Config((32, 64, 64), Layout(1, "b", True), "streamk", 48)
-    entry = entries.Entry(split, ((split.name, 5e-6), (one.name, 7e-6)), kernels=current_kernels())
+    entry = entries.Entry(split, ((split.name, 5e-6), (one.name, 7e-6)))
     assert measured_choice(entry, "kernel") == split and measured_choice(entry, "call") == one
     assert measured_choice(entries.Entry(split, (("old label", 1e-6),)), "call") == split  # nothing to re-rank
     entries.store(H100_SXM.name, {entries.key(22, 768, 3072, "float16"): entry})
@@ -198,7 +197,7 @@ def test_a_twin_kept_by_a_call_autotune_is_not_what_the_kernel_objective_runs(tm
     one = Config((32, 64, 64), Layout(1, "b", True), "streamk", 48)
     entry = entries.Entry(twin, ((twin.name, 5e-6), (one.name, 7e-6), (split.name, 6e-6)))
     assert measured_choice(entry, "kernel") == split and measured_choice(entry, "call") == twin
-    only = entries.Entry(twin, ((twin.name, 5e-6),), kernels=current_kernels())
+    only = entries.Entry(twin, ((twin.name, 5e-6),))
     assert measured_choice(only, "kernel") is None and measured_choice(only, "call") == twin
     entries.store(H100_SXM.name, {entries.key(22, 768, 3072, "float16"): only})
     kernel, call = _select(22, 768, 3072, "kernel"), _select(22, 768, 3072, "call")
