@@ -23,7 +23,19 @@ from ctgraph.target import CPU, Target
 from .codegen import generate
 from .jit import cache_info, compile_ir
 
-__all__ = ["CpuProgram", "build", "cache_info", "layout_of", "options_from", "run_order", "supports", "target"]
+__all__ = [
+    "TILE_BYTES",
+    "CpuProgram",
+    "build",
+    "cache_info",
+    "check_tile",
+    "layout_of",
+    "options_from",
+    "run_order",
+    "supports",
+    "target",
+    "tile_bytes",
+]
 
 
 def target() -> Target:
@@ -42,9 +54,30 @@ def layout_of(macro_tile: tuple[int, int, int], dtype: str, options: dict[str, A
     return Layout()
 
 
+TILE_BYTES = 4 << 20  # the tiles of A, B and the accumulator (fp32) live on the calling thread's stack (8 MiB)
+
+
+def tile_bytes(macro_tile: tuple[int, int, int]) -> int:
+    """The stack a workgroup's fp32 tiles take: ``4 (BM BK + BK BN + BM BN)`` bytes."""
+    bm, bn, bk = macro_tile
+    return 4 * (bm * bk + bk * bn + bm * bn)
+
+
+def check_tile(macro_tile: tuple[int, int, int]) -> None:
+    """A ``ValueError`` naming ``macro_tile`` where its tiles outgrow :data:`TILE_BYTES` (the call would overflow
+    the stack and kill the process)."""
+    if tile_bytes(macro_tile) > TILE_BYTES:
+        raise ValueError(
+            f"macro_tile {macro_tile} needs {tile_bytes(macro_tile) / 2**20:.1f} MiB of fp32 tiles, which the cpu "
+            f"backend keeps on the calling thread's stack: at most {TILE_BYTES >> 20} MiB, BM*BN + BK*(BM + BN) <= "
+            f"{TILE_BYTES // 4} elements; use a smaller macro_tile"
+        )
+
+
 def supports(macro_tile: tuple[int, int, int], dtype: str, layout: Layout, path: str) -> bool:
-    """Any tile runs on the CPU path (partial tiles are masked); clusters do not exist here."""
-    return layout == Layout()
+    """A tile runs on the CPU path (partial tiles are masked) where its tiles fit the stack (:func:`check_tile`);
+    clusters do not exist here."""
+    return layout == Layout() and tile_bytes(macro_tile) <= TILE_BYTES
 
 
 def run_order(schedule: list[list[tuple[int, int, int]]]) -> list[int]:
@@ -63,6 +96,7 @@ class CpuProgram:
     """The compiled kernel plus its own workspace and flags. Called as ``program(A, B, C, alpha=, beta=)``."""
 
     def __init__(self, kernel: Any) -> None:
+        check_tile(kernel.problem.macro_tile)  # NOTE: before any work: a tile too large would overflow the stack
         self.kernel = kernel
         self.control = lower_to_control(kernel.graph)
         self.source = generate(self.control)

@@ -325,3 +325,26 @@ def test_stream_is_refused_on_the_cpu():
     with pytest.raises(TypeError, match="stream is for the cuda target"):
         kern(A, B, C, beta=0.5, stream=5)
     np.testing.assert_allclose(D, reference(A, B, C, beta=0.5), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tile", [(2048, 1024, 8), (128, 128, 16384), (16, 1000000, 8)])
+def test_a_tile_that_would_overflow_the_stack_is_refused_before_any_work(tile):
+    """The cpu backend keeps a workgroup's tiles on the calling thread's stack: a tile past TILE_BYTES would kill
+    the process in the call, so compile (or, built later, the first use) says so, naming macro_tile."""
+    from ctgraph.config import Layout
+    from lowering.cpu import TILE_BYTES, supports, tile_bytes
+
+    assert tile_bytes(tile) > TILE_BYTES and not supports(tile, "float16", Layout(), "cpu")
+    g = ctgraph.gemm(10, 34, 11, macro_tile=tile, dtype="float16")
+    with pytest.raises(ValueError, match=r"macro_tile .* on the calling thread's stack: at most 4 MiB"):
+        ctgraph.compile(g, transform="streamk", workgroups=2, target="cpu")
+    lazy = ctgraph.compile(g, transform="streamk", workgroups=2, target="cpu", build=False)
+    with pytest.raises(ValueError, match="use a smaller macro_tile"):
+        lazy(np.ones((10, 11), np.float16), np.ones((11, 34), np.float16))
+
+
+def test_the_largest_tile_the_stack_holds_runs():
+    big = (512, 512, 512)  # 3 x 256K fp32 = 3 MiB
+    kern = ctgraph.compile(ctgraph.gemm(10, 34, 11, macro_tile=big, dtype="float32"), transform="streamk", target="cpu")
+    A, B = np.ones((10, 11), np.float32), np.ones((11, 34), np.float32)
+    assert np.array_equal(kern(A, B), np.full((10, 34), 11, np.float32))
