@@ -197,7 +197,9 @@ def compile(
     "auto": the whole config (transform, batches, grid, tile order, cluster layout, and the tile where the graph
     was built with ``macro_tile="auto"``) from :mod:`ctgraph.select`: the device's measured entry for this shape,
     else the ranker's best candidate; ``kern.selection`` says what and why; ``sk_batches`` and ``split`` are
-    chosen too, and a ``workgroups`` of yours is kept (split-K then takes the chunks it holds). ``autotune=True``
+    chosen too, and a ``workgroups`` of yours is kept (split-K then takes the chunks it holds; on fewer
+    workgroups than output tiles Stream-K splits K instead, and the in-kernel split-K of ``CTGRAPH_OBJECTIVE=call``
+    gives way to ``splitk_reduce`` on more than are resident; the reason says so). ``autotune=True``
     (or ``CTGRAPH_AUTOTUNE=1``): for a graph built with ``macro_tile="auto"``, the ranker's top candidates are
     timed on the GPU where the device has no entry for the shape, and the winner is cached per device
     (:mod:`ctgraph.select.autotune`). ``autotune=True`` with ``build=False`` is an error (timing needs the GPU);
@@ -290,12 +292,14 @@ def compile(
         elif transform in TAKES_SPLIT:  # a grid of the caller's: as many K chunks as it holds
             split = None
             twin_on_given_grid = transform == "splitk"  # by call time; the split-K it mirrors where not resident
-            tiles = graph.attrs["gemm"].tiles[0] * graph.attrs["gemm"].tiles[1]
-            if isinstance(workgroups, numbers.Integral) and not isinstance(workgroups, bool) and workgroups < tiles:
-                raise ValueError(
-                    f'transform="auto" chose {config.name}, which needs a workgroup per output tile ({tiles}) at '
-                    f"least; got workgroups={workgroups}: leave workgroups unset or name a transform"
-                )
+            mt, nt, kt = graph.attrs["gemm"].tiles
+            if isinstance(workgroups, numbers.Integral) and not isinstance(workgroups, bool) and workgroups < mt * nt:
+                # NOTE: split-K needs a workgroup per output tile; Stream-K splits K on any grid (data-parallel
+                # where there is no K to split)
+                transform, split = ("streamk" if kt > 1 else "dataparallel"), None
+                twin_on_given_grid = False
+                why = f"{selection.reason}; {transform} on workgroups={workgroups}, fewer than its {mt * nt} tiles"
+                selection = Selection(selection.config, why, selection.ranked, selection.source)
         if target == "cuda" and not given_layout(options):
             options = options | config.layout.options()
     if target == "cuda" and (selection is not None or auto_tile):
@@ -324,8 +328,10 @@ def compile(
         raise ValueError(f'workgroups must be a positive integer, None or "auto", got {workgroups!r}')
     if transform in TAKES_SPLIT:
         workgroups, split = _splitk_grid(graph.attrs["gemm"], int(workgroups), split, transform)
-        if twin_on_given_grid and workgroups > device.resident(config.layout.cluster):
+        if twin_on_given_grid and selection is not None and workgroups > device.resident(config.layout.cluster):
             transform = "splitk_reduce"  # NOTE: the twin's fixup waits on every chunk: its grid must be resident
+            why = f"{selection.reason}; splitk_reduce on workgroups={workgroups}, more than are resident"
+            selection = Selection(config, why, selection.ranked, selection.source)
     check_grid(graph.attrs["gemm"], int(workgroups))
     kern = Kernel(graph, transform, int(workgroups), target, options, sk_batches, split, order)
     kern.selection = selection

@@ -460,3 +460,22 @@ def test_source_is_the_same_across_processes():
         for t in ctgraph.TRANSFORMS
     )
     assert outs[0] == mine
+
+
+@pytest.mark.parametrize("workgroups", [1, 2, 3, 4, 8])
+def test_auto_on_a_grid_of_fewer_workgroups_than_tiles_splits_k_by_stream_k(workgroups):
+    """Split-K needs a workgroup per output tile: where the ranker chose it and the caller's grid holds fewer, auto
+    runs Stream-K on that grid (it splits K on any grid) and its reason says so."""
+    m, n, k = 54, 1, 259  # 4 tiles of 16 x 16, 33 K iterations
+    kern = ctgraph.compile(
+        ctgraph.gemm(m, n, k, macro_tile=(16, 16, 8), dtype="float32"),
+        transform="auto",
+        workgroups=workgroups,
+        target="cpu",
+    )
+    assert kern.workgroups == workgroups
+    assert (kern.transform == "streamk") == (workgroups < 4)
+    assert ("fewer than its 4 tiles" in kern.selection.reason) == (workgroups < 4)
+    rng = np.random.default_rng(0)
+    A, B = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    np.testing.assert_allclose(kern(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-4)
