@@ -27,6 +27,7 @@ import warnings
 from typing import Any
 
 from .cache import LRU
+from .operands import check_scalars
 
 __all__ = ["KERNELS", "matmul", "register_torch_ops"]
 
@@ -47,12 +48,10 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
     ``beta != 0`` and ignored, with a :class:`ctgraph.api.CIgnoredWarning`, when ``beta == 0``. Inputs that are not
     contiguous are copied (``.contiguous()``); ``out`` must be contiguous."""
     torch = sys.modules.get("torch")
-    if torch is not None and (
-        torch.compiler.is_compiling() or (torch.is_grad_enabled() and _requires_grad(a, b, c, out))
-    ):
+    if torch is not None and _through_dispatcher(torch, a, b, c, out):
         if out is None:  # NOTE: through the dispatcher: traced, or recorded for autograd
             return torch.ops.ctgraph.matmul(a, b, c, alpha, beta)
-        if not torch.compiler.is_compiling():
+        if not torch.compiler.is_compiling() and torch.is_grad_enabled() and _requires_grad(a, b, c, out):
             raise RuntimeError(
                 "ctgraph.matmul(..., out=...) does not support automatic differentiation (as torch.matmul's out= "
                 "does not); leave out= unset for tensors that require grad"
@@ -65,6 +64,19 @@ def matmul(a: Any, b: Any, *, out: Any = None, c: Any = None, alpha: float = 1.0
     if out is not None:  # NOTE: written behind autograd's back: a saved out is now stale, as after an in-place op
         torch.autograd.graph.increment_version(out)  # type: ignore[union-attr]
     return result
+
+
+def _through_dispatcher(torch: Any, a: Any, b: Any, c: Any, out: Any) -> bool:
+    """Whether the call must go through ``torch.ops.ctgraph``, not straight to the kernel: dynamo traces it, a
+    dispatch mode is on (``make_fx``, AOT autograd, ``FakeTensorMode``, ``FlopCounterMode``), an operand is a tensor
+    subclass (fake, functional: no data to run on), or autograd must record it. Each would otherwise see the kernel's
+    answer as a constant (spelt out: this runs on every eager call)."""
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+        return True
+    tensor = torch.Tensor
+    if (type(a) is not tensor and isinstance(a, tensor)) or (type(b) is not tensor and isinstance(b, tensor)):
+        return True
+    return torch.is_grad_enabled() and _requires_grad(a, b, c, out)
 
 
 def _requires_grad(a: Any, b: Any, c: Any, out: Any) -> bool:
@@ -126,11 +138,16 @@ def _empty(a: Any, b: Any, c: Any, alpha: float, beta: float, out: Any) -> Any:
     import torch
 
     shape = (a.shape[0], b.shape[1])
+    alpha, beta = check_scalars(alpha, beta)  # NOTE: the checks a kernel's call makes, with no kernel to make them
+    if c is None and beta != 0:
+        raise ValueError("c is required when beta != 0 (pass c, or beta=0.0)")
     for name, x in (("c", c), ("out", out)):
         if x is not None and tuple(x.shape) != shape:
             raise ValueError(
                 f"{name} must have shape {shape} for this {shape[0]}x{shape[1]}x{a.shape[1]} GEMM, got {tuple(x.shape)}"
             )
+        if x is not None and x.dtype != a.dtype:
+            raise TypeError(f"{name} must be {a.dtype} like a and b, got {x.dtype}")
     d = torch.zeros(shape, dtype=a.dtype, device=a.device)
     if c is not None and beta != 0:
         d = d + beta * c
@@ -146,7 +163,7 @@ def _kernel(a: Any, b: Any, c: Any, out: Any) -> Any:
     import torch
 
     for name, x in (("a", a), ("b", b), ("c", c), ("out", out)):
-        if x is not None and not isinstance(x, torch.Tensor):
+        if (x is not None or name in ("a", "b")) and not isinstance(x, torch.Tensor):
             raise TypeError(f"ctgraph.matmul takes torch tensors; {name} is a {type(x).__name__}")
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"a and b must be 2-D (m x k and k x n), got {tuple(a.shape)} and {tuple(b.shape)}")
@@ -225,8 +242,8 @@ def _register(torch: Any) -> None:
         a, b = ctx.saved_tensors
         g = grad.contiguous()
         need = ctx.needs_input_grad
-        grad_a = matmul(g, b.t().contiguous(), alpha=ctx.alpha) if need[0] else None
-        grad_b = matmul(a.t().contiguous(), g, alpha=ctx.alpha) if need[1] else None
+        grad_a = matmul(g, b.t().contiguous(), alpha=ctx.alpha) if need[0] else None  # NOTE: a traced backward's
+        grad_b = matmul(a.t().contiguous(), g, alpha=ctx.alpha) if need[1] else None  # go through the op again
         grad_c = grad * ctx.beta if ctx.has_c and need[2] else None
         return grad_a, grad_b, grad_c, None, None
 

@@ -153,3 +153,34 @@ def test_strided_inputs_are_copied():
     torch.testing.assert_close(ctgraph.matmul(a.t().contiguous().t(), b, c=c.t().contiguous().t(), beta=1.0), a @ b + c)
     with pytest.raises(ValueError, match="out must be contiguous"):
         ctgraph.matmul(torch.randn(5, 7), torch.randn(7, 9), out=torch.empty(9, 5).t())
+
+
+@pytest.mark.parametrize("mode", ["real", "fake", "symbolic"])
+def test_a_tracer_records_the_op_not_its_answer(mode):
+    """make_fx (and AOT autograd, FakeTensorMode) trace outside dynamo: the call goes through the op, so the graph
+    holds a ctgraph.matmul node, not the kernel's answer on the tracing inputs as a constant."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(lambda x, y: ctgraph.matmul(x, y, alpha=2.0), tracing_mode=mode)(*operands(4, 5, 6)[:2])
+    assert "ctgraph.matmul" in gm.code
+    a, b, _ = operands(4 if mode != "symbolic" else 7, 5, 6, seed=3)
+    torch.testing.assert_close(gm(a, b).double(), 2 * a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_op_passes_torchs_checks_with_autograd():
+    a, b, c = (x.requires_grad_() for x in operands(16, 24, 8))
+    torch.library.opcheck(torch.ops.ctgraph.matmul.default, (a, b, c, 0.5, 2.0))
+
+
+def test_an_empty_product_checks_what_a_kernel_checks():
+    a, b = torch.randn(3, 0), torch.randn(0, 4)
+    with pytest.raises(TypeError, match=r"^c must be torch.float32 like a and b, got torch.float64"):
+        ctgraph.matmul(a, b, c=torch.randn(3, 4, dtype=torch.float64), beta=1.0)
+    with pytest.raises(TypeError, match=r"^out must be torch.float32"):
+        ctgraph.matmul(a, b, out=torch.empty(3, 4, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"^c is required when beta != 0"):
+        ctgraph.matmul(a, b, beta=2.0)
+    with pytest.raises(TypeError, match=r"^alpha must be a real number"):
+        ctgraph.matmul(a, b, alpha="x")
+    with pytest.raises(TypeError, match=r"b is a NoneType"):
+        ctgraph.matmul(a, None)
