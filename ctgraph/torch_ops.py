@@ -12,7 +12,8 @@ is answered as torch answers it, with no kernel: an empty D, or ``beta * c`` (ze
 
 The same function is registered with ``torch.library`` as ``ctgraph::matmul`` (and ``ctgraph::matmul_out``, which
 writes ``out``), each with a fake implementation, so ``torch.compile(fullgraph=True)`` and CUDA graphs take a
-function that calls ``ctgraph.matmul``: eager calls skip the dispatcher; traced ones go through it. The ops are
+function that calls ``ctgraph.matmul``: eager calls skip the dispatcher; traced ones (dynamo, ``make_fx``, AOT
+autograd, fake tensors: any dispatch mode or tensor subclass) go through it. The ops are
 registered as soon as both torch and ctgraph are imported, in either order (a post-import hook on torch, by wrapt).
 Tensors that require grad go through ``ctgraph::matmul`` too, whose backward is two more ctgraph GEMMs
 (``dA = alpha dD B^T``, ``dB = alpha A^T dD``; ``dC = beta dD``); ``out=`` takes no part in autograd, as in torch.
