@@ -54,8 +54,10 @@ FILL_S = 2e-3
 
 
 def read_shapes(path: str | Path) -> list[tuple[int, int, int]]:
-    with open(path) as f:
-        return [(int(r["m"]), int(r["n"]), int(r["k"])) for r in csv.DictReader(f)]
+    """The ``m,n,k`` rows of a CSV, checked (:func:`ctgraph.select.shapes.read`)."""
+    from .select.shapes import read
+
+    return read(path)
 
 
 def run_bench(

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from .counts import INDEX_LIMIT, check_counts, element_counts
 from .gemm import GemmProblem
 
 __all__ = ["GRID_LIMIT", "IDLE_GRID_LIMIT", "INDEX_LIMIT", "check_build", "check_grid", "check_index_range"]
 
-INDEX_LIMIT = 2**62
 GRID_LIMIT = 2**31 - 1
 IDLE_GRID_LIMIT = 2**16
 
@@ -41,14 +41,8 @@ def check_build(options: dict[str, Any]) -> bool:
 def check_index_range(p: GemmProblem) -> None:
     """``ValueError`` when an index of this GEMM could overflow the kernels' 64-bit integers."""
     mt, nt, kt = p.tiles
-    counts = {"m*k (elements of A)": p.m * p.k, "k*n (elements of B)": p.k * p.n, "m*n (elements of D)": p.m * p.n}
-    counts["iterations (output tiles x k-iterations)"] = mt * nt * kt
-    for what, value in counts.items():
-        if value >= INDEX_LIMIT:
-            raise ValueError(
-                f"this {p.m} x {p.n} x {p.k} GEMM is too large to index: {what} = {value} is not below 2**62, "
-                "the range ctgraph's 64-bit kernel indices keep (a larger macro tile reduces the iteration count)"
-            )
+    counts = element_counts(p.m, p.n, p.k) | {"iterations (output tiles x k-iterations)": mt * nt * kt}
+    check_counts(p.m, p.n, p.k, counts, " (a larger macro tile reduces the iteration count)")
 
 
 def check_grid(p: GemmProblem, workgroups: int) -> int:

@@ -260,6 +260,8 @@ def _shapes(name: str, limit: int = 0, skip: int = 0) -> list[tuple[int, int, in
         out = shapes.read(name)
     else:
         raise ValueError(f"shapes: a set ({', '.join(SETS)}) or a CSV of m,n,k, got {name!r}")
+    if not out:
+        raise ValueError(f"shapes: {name!r} holds no shapes (a header m,n,k and a row per shape)")
     if skip and skip >= len(out):
         raise ValueError(f"--skip {skip} leaves none of the {len(out)} shapes of {name!r}")
     out = out[skip:]
@@ -270,6 +272,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .tune import check_options, merge, parse_shard, run
 
     if args.merge:
+        check_output(args.out, (".json",), "tune --out")
         table = merge([_table_path(p, "tune --merge: the table") for p in args.merge], Path(args.out))
         print(f"merged {len(args.merge)} tables: {len(table.entries)} shapes -> {args.out}")
         return 0
@@ -296,14 +299,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _retime(args: argparse.Namespace, shard: tuple[int, int]) -> int:
     """``tune TABLE.json --retime``: time again the configs of the table's shapes not timed on these kernels."""
     from .cache import write_whole
-    from .select.cache import Table
+    from .select.cache import read_table
     from .select.fit import kernel_hash
     from .tune import run, sample, stale, timed_before
 
     path = Path(args.shapes)
     if path.suffix != ".json" or not path.is_file():
         raise ValueError(f"tune --retime: give a tune table (a .json that tune wrote), got {args.shapes!r}")
-    old, out = Table.from_json(path.read_text()), Path(args.out)
+    old, out = read_table(path), Path(args.out)
     in_place = out.resolve() == path.resolve()
     if args.fraction != 1:  # a share of the table, drawn from its keys: --out holds that share alone
         if in_place:
@@ -317,12 +320,18 @@ def _retime(args: argparse.Namespace, shard: tuple[int, int]) -> int:
         write_whole(out, (old if shard[1] == 1 else before).to_json())  # a shard's table holds its share alone
         print(f"an earlier run timed {len(before.entries)} of the shapes on these kernels: kept (in {out})")
     configs = stale(old, kernels)
+    unnamed = [k for k, e in old.entries.items() if e.kernels != kernels and not e.timed()]
+    if unnamed:  # NOTE: labels of the old tuning table (by policy), not configs: nothing there to time again
+        print(
+            f"{path}: {len(unnamed)} shapes timed on other kernels name no config to time again (labels of the old "
+            "tuning table); they stay as they are, and fit refuses them: tune their shapes afresh to fit on them"
+        )
     if not configs:
         wrote = ""
         if shard[1] == 1 and not in_place:  # --out is the table timed on these kernels, always
             write_whole(out, old.to_json())
             wrote = f" ({out} holds it)"
-        print(f"{path}: every shape was timed on these kernels; nothing to time{wrote}")
+        print(f"{path}: every shape that names its configs was timed on these kernels; nothing to time{wrote}")
         return 0
     _require_gpu_stack("python -m ctgraph tune --retime")
     _same_device(old.device, path)
@@ -354,15 +363,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .cache import write_whole
     from .deps import require
     from .plot import picture_path
-    from .select.cache import Table
+    from .select.cache import read_table
     from .select.fit import fit, is_current, kernel_hash, timed_on
-    from .select.model import load_correction
-    from .target import known_target
+    from .select.model import load_correction, user_correction_path
+    from .target import KNOWN, known_target
 
     norm = _bounds_norm(args.bounds_norm)  # before any work
     if args.plot:
         picture_path(args.plot, "fit --plot")
     if args.check:  # is the shipped (or calibrated) correction fitted on the kernels this code generates?
+        families = sorted({t.family for t in KNOWN.values()} - {"cpu"})
+        if args.check not in families and not user_correction_path(args.check).is_file():
+            raise ValueError(
+                f"fit --check: a family of the known devices ({', '.join(families)}) or one calibrated here, got "
+                f"{args.check!r}"
+            )
         correction = load_correction(args.check)
         if is_current(correction):
             print(f"{args.check}: current")
@@ -374,10 +389,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return 1
     if not (args.train and args.validation):
         if args.report:  # only the report: the correction in use, on these tables
-            tables = [
-                (path, Table.from_json(_table_path(path, "fit --report: the table").read_text()))
-                for path in args.report
-            ]
+            tables = [(path, read_table(_table_path(path, "fit --report: the table"))) for path in args.report]
             correction = load_correction(known_target(tables[0][1].device).family)
             _report(tables, correction)
             if args.plot:
@@ -388,13 +400,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
             "--check FAMILY"
         )
     require("lightgbm", "python -m ctgraph fit")
+    check_output(args.out, (".json",), "fit --out")
     read = [(args.train, args.validation), *(args.also or [])]
     for path, what in [(p, w) for pair in read for p, w in zip(pair, ("train", "validation"), strict=True)]:
         _table_path(path, f"fit: the {what} table")
     for path in args.report or ():
         _table_path(path, "fit --report: the table")
-    train = [Table.from_json(Path(t).read_text()) for t, _ in read]
-    validation = [Table.from_json(Path(v).read_text()) for _, v in read]
+    train = [read_table(t) for t, _ in read]
+    validation = [read_table(v) for _, v in read]
+    for (t, v), tt, vt in zip(read, train, validation, strict=True):
+        if tt.device != vt.device:
+            raise ValueError(
+                f"fit: the train table {t} was timed on {tt.device!r}, its validation table {v} on {vt.device!r}: "
+                "a pair's tables are of one device (give another device's pair with --also)"
+            )
     f = fit(train, validation, known_target(train[0].device), bounds_norm=norm)
     counts = timed_on([*train, *validation])
     hashed = f.correction.kernels
@@ -411,7 +430,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         paths = [path for pair in read for path in pair]
         timed = [table for pair in zip(train, validation, strict=True) for table in pair]
         fitted = list(zip(paths, timed, strict=True))
-        extra = [(path, Table.from_json(Path(path).read_text())) for path in args.report]
+        extra = [(path, read_table(path)) for path in args.report]
         _report(fitted + extra, f.correction)
     if args.plot:
         _plot_fit(validation, f.correction, args.plot, "the new fit, on its validation tables")
@@ -483,7 +502,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
-    from .heldout import by_kind, check_options, chosen_by, compare, flip_costs, read, run, stability, summary
+    from .heldout import (
+        RESULT_COLUMNS,
+        by_kind,
+        check_options,
+        chosen_by,
+        compare,
+        flip_costs,
+        read,
+        run,
+        stability,
+        summary,
+    )
     from .plot import picture_path, plot_heldout
     from .target import known_target
 
@@ -502,7 +532,9 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     if args.summarize:  # a CSV an earlier run wrote: no GPU
         if not Path(args.shapes).is_file():
             raise ValueError(f"heldout --summarize: {args.shapes!r} is not a file; give a CSV that heldout --out wrote")
-        rows = read(Path(args.shapes))
+        rows = read(Path(args.shapes), RESULT_COLUMNS)
+        if not rows:
+            raise ValueError(f"heldout --summarize: {args.shapes!r} has no rows")
     else:
         shapes = _shapes(args.shapes, args.limit, args.skip)
         if args.stability:
@@ -518,7 +550,7 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     print(by_kind(rows))
     print({"chosen by": chosen_by(rows)})
     if args.against:
-        print(compare(rows, read(Path(args.against))))
+        print(compare(rows, read(Path(args.against), RESULT_COLUMNS)))
     if args.plot:
         print(f"wrote {plot_heldout(rows, args.plot, Path(args.shapes).stem)}")
     return 0
@@ -555,10 +587,9 @@ def _choices_csv(path: str) -> list[dict[str, Any]]:
 
     if not Path(path).is_file():
         raise ValueError(f"choose --against: {path!r} is not a file; give a CSV that choose or heldout wrote")
-    rows = read(Path(path))
-    missing = {"m", "n", "k", "config"} - set(rows[0] if rows else ())
-    if missing:
-        raise ValueError(f"choose --against: {path!r} has no {', '.join(sorted(missing))} column (or no rows)")
+    rows = read(Path(path), ("m", "n", "k", "config"))
+    if not rows:
+        raise ValueError(f"choose --against: {path!r} has no rows")
     return rows
 
 
@@ -818,6 +849,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # a file that cannot be written or read
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, RuntimeError, NotImplementedError) as e:
+    except (ValueError, TypeError, RuntimeError, NotImplementedError, OverflowError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -34,7 +34,10 @@ import sympy
 from .expr import ceildiv
 
 __all__ = [
+    "INDEX_LIMIT",
     "ceil_div",
+    "check_counts",
+    "element_counts",
     "in_step",
     "itemsize",
     "k_iterations",
@@ -179,3 +182,21 @@ def split_chunks(k_iters: Any, split: Any) -> tuple[Any, Any]:
 def splitk_workgroups(tiles: int, k_iters: int, split: int) -> int:
     """Split-K's grid: one workgroup per (output tile, non-empty K chunk), ``T s'``."""
     return tiles * int(split_chunks(k_iters, split)[0])
+
+
+INDEX_LIMIT = 2**62  # the kernels' indices are 64-bit integers; a count must stay below this
+
+
+def element_counts(m: int, n: int, k: int) -> dict[str, int]:
+    """The element counts of A, B and D, by what each is (what :func:`ctgraph.checks.check_index_range` bounds)."""
+    return {"m*k (elements of A)": m * k, "k*n (elements of B)": k * n, "m*n (elements of D)": m * n}
+
+
+def check_counts(m: int, n: int, k: int, counts: dict[str, int], hint: str = "") -> None:
+    """``ValueError`` where one of ``counts`` of this GEMM reaches :data:`INDEX_LIMIT`, saying which."""
+    for what, value in counts.items():
+        if value >= INDEX_LIMIT:
+            raise ValueError(
+                f"this {m} x {n} x {k} GEMM is too large to index: {what} = {value} is not below 2**62, the range "
+                f"ctgraph's 64-bit kernel indices keep{hint}"
+            )

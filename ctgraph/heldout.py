@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import knobs
 from .arguments import count, positive_int
-from .select.shapes import shape_of
+from .select.shapes import read_rows, shape_of
 
 if TYPE_CHECKING:
     from .config import Config
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "RESULT_COLUMNS",
     "Stability",
     "by_kind",
     "cached",
@@ -220,9 +221,13 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
         w.writerows(rows)
 
 
-def read(path: Path) -> list[dict[str, Any]]:
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
+RESULT_COLUMNS = ("m", "n", "k", "kernel_ratio")  # what a summary of a run reads
+
+
+def read(path: Path, needs: tuple[str, ...] = ("m", "n", "k")) -> list[dict[str, Any]]:
+    """The rows of a CSV that ``heldout`` or ``choose`` wrote, with the columns of ``needs`` at least (a
+    ``ValueError`` naming the file otherwise), ratios and times as floats."""
+    rows: list[dict[str, Any]] = list(read_rows(path, needs))
     for r in rows:
         for key in ("kernel_ratio", "call_ratio", "regret", "ours_us", "predicted_us"):
             r[key] = float(r.get(key) or "nan")  # NOTE: runs before the ranker's level wrote no predicted_us

@@ -44,7 +44,7 @@ from typing import Any
 from . import knobs
 from .arguments import count, positive_int
 from .config import Config
-from .select.cache import Entry, Table, key, parse_key
+from .select.cache import Entry, Table, key, parse_key, read_table
 
 __all__ = ["check_options", "configs_for", "merge", "parse_shard", "run", "sample", "stale", "timed_before", "tune"]
 
@@ -55,7 +55,14 @@ def parse_shard(text: str | None, what: str = "shard") -> tuple[int, int]:
     """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n``; None: ``RANK``/``WORLD_SIZE`` from the environment, else (0, 1).
     ``what``: how the caller spells the option, for the error."""
     if text is None:
-        return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+        rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+        try:
+            i, n = int(rank), int(size)
+        except ValueError:
+            raise ValueError(f"RANK and WORLD_SIZE must be integers (torchrun's), got {rank!r} and {size!r}") from None
+        if not 0 <= i < n:
+            raise ValueError(f"RANK={rank} and WORLD_SIZE={size} from the environment: need 0 <= RANK < WORLD_SIZE")
+        return i, n
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
@@ -162,7 +169,7 @@ def timed_before(path: Path, out: Path, device: str, kernels: str) -> Table:
     found += sorted(out.parent.glob(out.with_suffix(".part*.json").name))  # named as run() names them
     kept: dict[str, Entry] = {}
     for p in found:
-        t = Table.from_json(p.read_text())
+        t = read_table(p)
         if t.device == device:
             kept |= {k: e for k, e in t.entries.items() if e.kernels == kernels}
     return Table(device, kept)
@@ -287,7 +294,7 @@ def merge(paths: list[Path], out: Path | None = None) -> Table:
     """One table of several (shards, workers); a shape in two keeps the later file's entry."""
     from .cache import write_whole
 
-    tables = [Table.from_json(p.read_text()) for p in paths]
+    tables = [read_table(p) for p in paths]
     if not tables:
         raise ValueError("merge: no tables given")
     devices = {t.device for t in tables}

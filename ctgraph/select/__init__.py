@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import knobs
 from ..config import Config, Layout, parse_tile, tile_name
-from ..counts import k_iterations, tile_counts
+from ..counts import check_counts, element_counts, k_iterations, tile_counts
 from ..target import CPU, H100_SXM, H200, KNOWN, Target, known_target, same_chip
 from . import cache
 from .candidates import TWIN, Supports, candidates, offered, schedules
@@ -129,6 +129,7 @@ def select(
     entry's reason names its file: the user's autotune cache (which a benchmark of the default path should not
     read) or the shipped entries; measured entries were timed by kernel time and apply under either objective."""
     objective = objective_or_env(objective)
+    check_counts(m, n, k, element_counts(m, n, k))  # NOTE: before the model prices a tile of a GEMM none can index
     ranked = rank(m, n, k, dtype, target, path, supports, objective=objective)
     for device in (target, *same_chip(target)):
         entry = cache.load(device.name).get(m, n, k, dtype)

@@ -29,7 +29,7 @@ from .. import knobs
 from ..cache import write_whole
 from ..config import Config
 
-__all__ = ["Entry", "Table", "key", "load", "load_user", "parse_key", "shipped_path", "user_path"]
+__all__ = ["Entry", "Table", "key", "load", "load_user", "parse_key", "read_table", "shipped_path", "user_path"]
 
 
 def key(m: int, n: int, k: int, dtype: str) -> str:
@@ -110,6 +110,16 @@ def user_path(device: str) -> Path:
 
 def shipped_path(device: str) -> Path:
     return Path(str(resources.files("ctgraph") / "data" / _file(device)))
+
+
+def read_table(path: str | Path) -> Table:
+    """The table in ``path`` (a tune table, or a device's cache); a file that is not one is a ``ValueError`` naming
+    it (a missing one an ``OSError``)."""
+    text = Path(path).read_text()
+    try:
+        return Table.from_json(text)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # NOTE: JSONDecodeError is a ValueError
+        raise ValueError(f"{path}: not a table ({type(e).__name__}: {e}); give a JSON that tune wrote") from None
 
 
 def _parse(path: Path) -> Table | None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LAYERS", "SEEDS", "STRATA", "draw", "fresh", "llm_shapes", "read", "shape_of", "write"]
+__all__ = ["LAYERS", "SEEDS", "STRATA", "draw", "fresh", "llm_shapes", "read", "read_rows", "shape_of", "write"]
 
 Shape = tuple[int, int, int]
 
@@ -141,10 +141,34 @@ def shape_of(row: Mapping[str, Any]) -> Shape:
     return int(row["m"]), int(row["n"]), int(row["k"])
 
 
+def read_rows(path: str | Path, needs: Sequence[str] = ("m", "n", "k")) -> list[dict[str, str]]:
+    """The rows of a CSV with a header, by column name (a UTF-8 byte order mark and spaces around the names allowed);
+    a header without every column of ``needs`` is a ``ValueError`` naming the file and the columns."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        names = [name.strip() for name in reader.fieldnames or ()]
+        missing = [c for c in needs if c not in names]
+        if missing:
+            raise ValueError(f"{path}: no column {', '.join(missing)} in its header {','.join(names) or '(empty)'}")
+        reader.fieldnames = names
+        return list(reader)
+
+
 def read(path: str | Path) -> list[Shape]:
-    """``m,n,k`` rows of a CSV (with a header)."""
-    with open(path) as f:
-        return [shape_of(r) for r in csv.DictReader(f)]
+    """``m,n,k`` rows of a CSV (with a header; other columns ignored). A row that is not three positive integers is
+    a ``ValueError`` naming the file and its line."""
+    out = []
+    for line, row in enumerate(read_rows(path), start=2):
+        try:
+            shape = shape_of({c: (row[c] or "").strip() for c in "mnk"})
+        except ValueError:
+            raise ValueError(
+                f"{path}, line {line}: m, n and k must be integers, got {row['m']!r}, {row['n']!r}, {row['k']!r}"
+            ) from None
+        if min(shape) < 1:
+            raise ValueError(f"{path}, line {line}: m, n and k must be positive, got {shape}")
+        out.append(shape)
+    return out
 
 
 def write(path: str | Path, shapes: Sequence[Sequence[object]], header: Sequence[str] = ("m", "n", "k")) -> Path:

@@ -173,3 +173,78 @@ def test_a_reader_that_stops_reading_gets_no_error():
         p.stdout.close()
         err = p.stderr.read().decode()
     assert p.returncode == 1 and err == ""
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("m,n\n1,2\n", r"no column k in its header m,n"),
+        ("m,n,k\n-128,128,128\n", r"line 2: m, n and k must be positive, got \(-128, 128, 128\)"),
+        ("m,n,k\n0,128,128\n", r"line 2: m, n and k must be positive"),
+        ("m,n,k\n12a,1,1\n", r"line 2: m, n and k must be integers, got '12a', '1', '1'"),
+        ("m,n,k\n64,64\n", r"line 2: m, n and k must be integers"),
+        ("m,n,k\n", r"holds no shapes"),
+        ("m,n,k\n2147483648,2147483648,2147483648\n", r"too large to index"),
+    ],
+)
+@pytest.mark.parametrize("command", [["choose"], ["heldout", "--stability"], ["tune"], ["bench"]])
+def test_a_shape_csv_it_cannot_read_is_one_line_naming_it(capsys, tmp_path, monkeypatch, text, says, command):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "shapes.csv"
+    path.write_text(text)
+    code = run([*command[:1], str(path), *command[1:], "--out", str(tmp_path / "out.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "Traceback" not in err, err
+    assert not (tmp_path / "out.csv").exists()
+    if command[0] in ("choose", "heldout"):  # no GPU asked for: the shapes' error itself
+        assert re.search(says, err), err
+
+
+@pytest.mark.parametrize("header", ["\ufeffm,n,k", "m, n, k"])
+def test_a_byte_order_mark_or_spaces_in_the_header_are_read(capsys, tmp_path, monkeypatch, header):
+    monkeypatch.setenv("CTGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "shapes.csv"
+    path.write_text(f"{header}\n64, 64, 64\n", encoding="utf-8")
+    assert run(["choose", str(path), "--out", str(tmp_path / "o.csv")]) == 0
+    assert (tmp_path / "o.csv").read_text().splitlines()[1].startswith("64,64,64,")
+
+
+def test_tables_and_families_it_cannot_use_are_named(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"device": "x"}')
+    assert run(["tune", "--merge", str(bad), "--out", str(tmp_path / "m.json")]) == 2
+    assert re.search(r"bad.json: not a table \(KeyError", capsys.readouterr().err)
+    assert run(["tune", "--merge", str(bad), "--out", str(tmp_path / "m.txt")]) == 2
+    assert "tune --out path must end in .json" in capsys.readouterr().err
+    assert run(["fit", "--check", "foo"]) == 2
+    assert "or one calibrated here, got 'foo'" in capsys.readouterr().err
+
+
+def test_a_summary_of_a_csv_without_results_is_refused(capsys, tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("config,kernel_ratio\nx,1.0\n")
+    assert run(["heldout", str(path), "--summarize"]) == 2
+    assert "no column m, n, k" in capsys.readouterr().err
+    path.write_text("m,n,k,kernel_ratio\n")
+    assert run(["heldout", str(path), "--summarize"]) == 2
+    assert "has no rows" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rank, says", [("a", "RANK and WORLD_SIZE must be integers"), ("1", "need 0 <= RANK < WORLD")])
+def test_a_torchrun_environment_it_cannot_shard_by_is_named(capsys, monkeypatch, rank, says):
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert run(["tune", "anchors"]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_fit_pair_of_two_devices_is_refused(capsys, tmp_path):
+    pytest.importorskip("lightgbm")
+    for name, device in (("tr.json", "NVIDIA H100 80GB HBM3"), ("va.json", "NVIDIA H200")):
+        (tmp_path / name).write_text(f'{{"device": "{device}", "entries": {{}}}}')
+    assert run(["fit", str(tmp_path / "tr.json"), str(tmp_path / "va.json"), "--out", str(tmp_path / "f.txt")]) == 2
+    assert "fit --out path must end in .json" in capsys.readouterr().err
+    assert run(["fit", str(tmp_path / "tr.json"), str(tmp_path / "va.json"), "--out", str(tmp_path / "f.json")]) == 2
+    err = capsys.readouterr().err
+    assert "was timed on 'NVIDIA H100 80GB HBM3', its validation table" in err and "'NVIDIA H200'" in err
+    assert not (tmp_path / "f.json").exists()

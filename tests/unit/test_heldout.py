@@ -355,7 +355,7 @@ def test_choose_against_a_csv_without_configs_names_the_missing_columns(tmp_path
     plain = tmp_path / "shapes.csv"
     plain.write_text("m,n,k\n128,128,128\n")
     assert main(["choose", str(plain), "--against", str(plain), "--out", str(tmp_path / "c.csv")]) != 0
-    assert "has no config column" in capsys.readouterr().err
+    assert "no column config in its header m,n,k" in capsys.readouterr().err
 
 
 def test_outputs_are_checked_against_float64():

@@ -818,7 +818,8 @@ def test_fit_check_says_whether_a_correction_matches_the_kernels(monkeypatch, ca
     assert main(["fit", "--check", "sm90"]) == 1  # the shipped fit was taken on other kernels than these
     out = capsys.readouterr().out
     assert "stale" in out and "kernels-of-today" in out and "--retime" in out  # what changed, and what to run
-    assert main(["fit", "--check", "sm-unknown"]) == 0  # no fit: the analytic model alone is always current
+    assert main(["fit", "--check", "sm-unknown"]) == 2  # neither a known device's family nor one calibrated here
+    assert "fit --check: a family of the known devices (sm90) or one calibrated here" in capsys.readouterr().err
     assert main(["fit"]) == 2 and "give a train and a validation table" in capsys.readouterr().err
 
 
