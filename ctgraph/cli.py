@@ -162,8 +162,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from .arguments import count
     from .backends import resolve_target
 
+    count("run --seed", args.seed)  # NOTE: before any work
     # NOTE: the passes and the lowering are timed apart where build=False can defer the lowering: always on
     # the CPU; on CUDA only with an explicit grid (the default one asks the GPU, which needs a built kernel).
     deferred = resolve_target(args.target) == "cpu" or (isinstance(args.workgroups, int) and args.transform != "auto")
@@ -848,6 +850,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except OSError as e:  # a file that cannot be written or read
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except MemoryError as e:  # e.g. run's operands of a GEMM larger than this machine holds
+        print(f"error: out of memory ({e or type(e).__name__}): try a smaller GEMM", file=sys.stderr)
         return 2
     except (ValueError, TypeError, RuntimeError, NotImplementedError, OverflowError) as e:
         print(f"error: {e}", file=sys.stderr)

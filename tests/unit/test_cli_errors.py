@@ -248,3 +248,18 @@ def test_a_fit_pair_of_two_devices_is_refused(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "was timed on 'NVIDIA H100 80GB HBM3', its validation table" in err and "'NVIDIA H200'" in err
     assert not (tmp_path / "f.json").exists()
+
+
+def test_run_names_a_bad_seed_and_a_gemm_too_large_for_memory(capsys, monkeypatch):
+    assert run(["run", *GEMM, "--seed", "-1"]) == 2
+    assert "run --seed must be 0 or a positive integer, got -1" in capsys.readouterr().err
+    import numpy as np
+
+    class Refusing:
+        def standard_normal(self, shape):
+            raise MemoryError("Unable to allocate 74.5 GiB")
+
+    monkeypatch.setattr(np.random, "default_rng", lambda seed: Refusing())
+    assert run(["run", *GEMM]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: out of memory (Unable to allocate 74.5 GiB)") and "Traceback" not in err
