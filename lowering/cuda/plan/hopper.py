@@ -46,9 +46,12 @@ D_BUFFERS = 2  # staged D boxes per consumer warpgroup: one is filled while TMA 
 REGISTERS = 64 * 1024  # 32-bit registers per SM: the producer and consumer warpgroups share them
 SPARE_REGS = 32  # registers a consumer thread needs besides its BN/2 accumulators (descriptors, indices)
 # NOTE: the same where each of two consumer warpgroups holds two 64-row blocks (row_blocks), within the launch's share
-# of the registers: CTAs of 256 x 160 (160 accumulators in 168 registers) compile without spills in every transform;
-# 256 x 192 spilled 4-36 bytes in two-tile Stream-K (ptxas, sm_90a, CUDA 13). CTAs of 384 rows (three warpgroups)
-# compiled, but failed on the H100, most likely because a CTA's A rows are one TMA box, of at most 256 rows.
+# of the registers: CTAs of 256 x 160 (160 accumulators in 168 registers) compiled without spills in every transform;
+# 256 x 192 spilled 4-36 bytes in two-tile Stream-K (ptxas, sm_90a, CUDA 13). A sweep of 87 sources with ptxas -v
+# (2026-12-05) found 6 at the 168-register cap spilling 8-36 bytes: two-tile Stream-K and split-K of 128 x 256 CTAs on
+# clusters (2a) or in a ragged tile order, and swapped CTAs of 256 x 128 and 224 x 128 (8 bytes, stored once after
+# the mainloop: the default path's 437x6448x104). Not timed. CTAs of 384 rows (three warpgroups) compiled, but
+# failed on the H100, most likely because a CTA's A rows are one TMA box, of at most 256 rows.
 SPARE_REGS_BLOCKS = 8
 # ``multicast=None``: the operands a cluster shares, tried in this order (the first layout the tile fits on)
 MULTICAST_ORDER = ("b", "ab", "ba", "a")
@@ -270,7 +273,8 @@ def registers(warpgroups: int, blocks: int, side_n: int, pingpong: bool) -> tupl
     one block, not ping-pong (which overlaps its epilogues with the other warpgroup instead).
 
     NOTE: the budget is the consumers' setmaxnreg share: ptxas allocates past the launch's share in the branch
-    after setmaxnreg.inc (a 128 x 256 CTA's consumers use registers up to R210 of 232, no spills; sm_90a, CUDA 13)."""
+    after setmaxnreg.inc (a 128 x 256 CTA's consumers use registers up to R210 of 232, no spills; sm_90a, CUDA 13;
+    its two-tile Stream-K in a ragged tile order spills 32 bytes, above)."""
     producer_regs, consumer_regs = register_split(warpgroups)
     nacc = blocks * side_n // 2
     defer = not pingpong and blocks == 1 and nacc * 3 // 2 + SPARE_REGS <= consumer_regs
