@@ -72,7 +72,6 @@ def _checked(m: object, n: object, k: object, macro_tile: object, dtype: object)
         from .select.resolve import auto_tile
 
         check_counts(m_, n_, k_, element_counts(m_, n_, k_))  # NOTE: before selection prices its tiles (it does too)
-
         chosen = auto_tile(m_, n_, k_, _dtype_name(dtype))
         macro_tile = chosen.selection.config.tile
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:

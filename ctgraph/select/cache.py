@@ -119,24 +119,18 @@ def read_table(path: str | Path) -> Table:
     try:
         return Table.from_json(text)
     except (ValueError, KeyError, TypeError, AttributeError) as e:  # NOTE: JSONDecodeError is a ValueError
-        raise ValueError(f"{path}: not a table ({type(e).__name__}: {e}); give a JSON that tune wrote") from None
+        raise ValueError(f"{path}: not a table this version reads ({type(e).__name__}: {e})") from None
 
 
 def _parse(path: Path) -> Table | None:
     """The table in ``path``; None where there is no file, or (with a warning) one this version cannot read: a cache
     that is truncated, hand-edited or of another version is skipped, not an error on every selection."""
     try:
-        text = path.read_text()
+        return read_table(path)
     except FileNotFoundError:
         return None
-    try:
-        return Table.from_json(text)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:  # NOTE: JSONDecodeError is a ValueError
-        warnings.warn(
-            f"ignoring the autotune cache {path}: not a table this version reads ({type(e).__name__}: {e}); delete "
-            "it, or let autotune write it again",
-            stacklevel=3,
-        )
+    except ValueError as e:
+        warnings.warn(f"ignoring the autotune cache {e}; delete it, or let autotune write it again", stacklevel=3)
         return None
 
 
