@@ -13,8 +13,8 @@ is answered as torch answers it, with no kernel: an empty D, or ``beta * c`` (ze
 The same function is registered with ``torch.library`` as ``ctgraph::matmul`` (and ``ctgraph::matmul_out``, which
 writes ``out``), each with a fake implementation, so ``torch.compile(fullgraph=True)`` and CUDA graphs take a
 function that calls ``ctgraph.matmul``: eager calls skip the dispatcher; traced ones (dynamo, ``make_fx``, AOT
-autograd, fake tensors: any dispatch mode or tensor subclass) go through it. The ops are
-registered as soon as both torch and ctgraph are imported, in either order (a post-import hook on torch, by wrapt).
+autograd, fake tensors: any dispatch mode or tensor subclass) go through it. The ops are registered as soon as both
+torch and ctgraph are imported, in either order (a post-import hook on torch, by wrapt).
 Tensors that require grad go through ``ctgraph::matmul`` too, whose backward is two more ctgraph GEMMs
 (``dA = alpha dD B^T``, ``dB = alpha A^T dD``; ``dC = beta dD``); ``out=`` takes no part in autograd, as in torch.
 """
@@ -243,8 +243,9 @@ def _register(torch: Any) -> None:
         a, b = ctx.saved_tensors
         g = grad.contiguous()
         need = ctx.needs_input_grad
-        grad_a = matmul(g, b.t().contiguous(), alpha=ctx.alpha) if need[0] else None  # NOTE: a traced backward's
-        grad_b = matmul(a.t().contiguous(), g, alpha=ctx.alpha) if need[1] else None  # go through the op again
+        # NOTE: matmul, not the kernel: a backward being traced (AOT autograd) goes through the op again
+        grad_a = matmul(g, b.t().contiguous(), alpha=ctx.alpha) if need[0] else None
+        grad_b = matmul(a.t().contiguous(), g, alpha=ctx.alpha) if need[1] else None
         grad_c = grad * ctx.beta if ctx.has_c and need[2] else None
         return grad_a, grad_b, grad_c, None, None
 

@@ -5,9 +5,8 @@ addresses with the array of their addresses the driver reads (``kernelParams``),
 (grid, block, shared memory, the PDL attribute) and the TMA descriptors. A call writes ``alpha``, ``beta`` and the
 workspace into those values, and the pointers only where they differ from the last call's, pointing a descriptor at
 a new matrix with ``cuTensorMapReplaceAddress`` only where its own pointer changed (every one after a call whose
-writes raised), sets the stream and makes one
-``cuLaunchKernelEx`` per kernel (the driver copies the parameters at launch, so the next call may write them
-again). A lock makes that sequence one step for threads sharing the program.
+writes raised), sets the stream and makes one ``cuLaunchKernelEx`` per kernel (the driver copies the parameters at
+launch, so the next call may write them again). A lock makes that sequence one step for threads sharing the program.
 """
 
 from __future__ import annotations
