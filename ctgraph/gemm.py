@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arguments import positive_int
-from .counts import ceil_div, check_counts, element_counts, problem_tiles
+from .counts import ceil_div, problem_tiles
 from .dimensions import ForLoop, MacroTileIndex, MacroTileNumber, SubDimension, User
 from .edges import PassThrough, Split, Tile
 from .graph import CoordinateGraph
@@ -71,7 +71,6 @@ def _checked(m: object, n: object, k: object, macro_tile: object, dtype: object)
     if isinstance(macro_tile, str) and macro_tile == "auto":
         from .select.resolve import auto_tile
 
-        check_counts(m_, n_, k_, element_counts(m_, n_, k_))  # NOTE: before selection prices its tiles (it does too)
         chosen = auto_tile(m_, n_, k_, _dtype_name(dtype))
         macro_tile = chosen.selection.config.tile
     if isinstance(macro_tile, str | bytes) or not hasattr(macro_tile, "__len__") or len(macro_tile) != 3:

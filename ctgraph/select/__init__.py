@@ -152,10 +152,11 @@ def measured_choice(entry: cache.Entry, objective: str | None = None) -> Config 
     offers: an in-kernel split-K twin (:data:`~.candidates.TWIN`), which only an autotune by call time times; then
     the fastest of its other timed configs, or None (no measured answer: the ranker's). By call time, the first of
     its timed configs by :func:`~.objective.order_key` on their measured seconds (ties: the kept one, then by name)."""
+    kernel = objective_or_env(objective) == "kernel"
+    if kernel and entry.config.transform != TWIN:
+        return entry.config
     timed = [(c, t) for c, t in entry.timed() if math.isfinite(t)]
-    if objective_or_env(objective) == "kernel":
-        if entry.config.transform != TWIN:
-            return entry.config
+    if kernel:
         offered = [(t, c.name, c) for c, t in timed if c.transform != TWIN]
         return min(offered)[2] if offered else None
     if not timed:

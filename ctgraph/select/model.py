@@ -111,6 +111,7 @@ from ..counts import (
     waves,
 )
 from ..target import Target
+from .candidates import TWIN
 from .trees import Trees
 
 __all__ = [
@@ -554,10 +555,10 @@ def rank_keys(
         level = math.exp(correction.log_level(reference_row(m, n, k, dtype, target, norm)))
     if not configs:
         return [], level
-    priced = [replace(c, transform="splitk_reduce") if c.transform == "splitk" else c for c in configs]
+    priced = [replace(c, transform="splitk_reduce") if c.transform == TWIN else c for c in configs]
     base, rows = zip(*(ranked_row(c, m, n, k, dtype, target, norm) for c in priced), strict=True)
     logs = correction.log_factors(np.array(rows)).tolist()
-    factor = [IN_KERNEL_SPLITK if c.transform == "splitk" else 1.0 for c in configs]
+    factor = [IN_KERNEL_SPLITK if c.transform == TWIN else 1.0 for c in configs]
     return [b * math.exp(x) * f for b, x, f in zip(base, logs, factor, strict=True)], level
 
 
